@@ -1,0 +1,109 @@
+"""Atomic result files and their provenance sidecars.
+
+Every file a step produces is first written to a temporary name in the same folder and then
+renamed into place, so a crash never leaves a half-written result that a later run would trust.
+Next to each result `X` sits `X.prov.json` (see `factstore.provenance`): downstream rules never
+read the sidecars, so volatile facts (commit, wall time) never trigger reruns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+SIDECAR_SUFFIX = ".prov.json"
+
+
+def sidecar_path(path: str | os.PathLike) -> Path:
+    """The provenance sidecar of a result file: `results/x.csv` -> `results/x.csv.prov.json`."""
+    path = Path(path)
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to `path`; on success rename it to `path`, on error delete it.
+
+    The temporary name keeps the suffix, so writers that infer the format from it still work.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    os.close(handle)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_table(table: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write a tidy table atomically (CSV, or Parquet when the suffix says so)."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        if path.suffix == ".parquet":
+            table.to_parquet(tmp, index=False)
+        elif path.suffix == ".csv":
+            table.to_csv(tmp, index=False, float_format="%.10g")
+        else:
+            raise ValueError(f"cannot write a table to {path}: use a .csv or .parquet file name")
+
+
+def read_table(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a table written by `write_table`."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"result table {path} does not exist; run the rule that makes it first")
+    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+
+
+def write_json(data: Any, path: str | os.PathLike) -> None:
+    """Write JSON atomically, with sorted keys so equal content gives equal bytes."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def write_text(text: str, path: str | os.PathLike) -> None:
+    """Write a text file atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def write_figure(figure, path: str | os.PathLike) -> list[Path]:
+    """Save a matplotlib figure atomically; a `.png` path also gets a `.pdf` twin (and vice versa).
+
+    Returns the paths written.
+    """
+    path = Path(path)
+    twins = {".png": ".pdf", ".pdf": ".png"}
+    if path.suffix not in twins:
+        raise ValueError(f"figure path {path} must end in .png or .pdf")
+    written = []
+    for target in (path, path.with_suffix(twins[path.suffix])):
+        with atomic_path(target) as tmp:
+            # A fixed creation date keeps the PDF byte-identical across reruns.
+            metadata = {"CreationDate": None} if target.suffix == ".pdf" else {"Software": None}
+            figure.savefig(tmp, dpi=150, bbox_inches="tight", metadata=metadata)
+        written.append(target)
+    return written
+
+
+def _json_default(value: Any) -> Any:
+    """Make numpy scalars and arrays, and paths, JSON-serialisable."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"cannot store {type(value).__name__} in JSON")

@@ -1,0 +1,1 @@
+"""Figure modules: one shared style (`style`), one module per study."""

@@ -1,0 +1,49 @@
+"""One look for every figure: seaborn theme, method colours, theory lines, labelled axes.
+
+Figure steps build a matplotlib Figure with these helpers and return it; the runner saves PNG and
+PDF atomically.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+THEORY_STYLE = {"color": "0.25", "linestyle": "--", "linewidth": 1.2}
+REFERENCE_STYLE = {"color": "0.55", "linestyle": ":", "linewidth": 1.2}
+
+
+def apply() -> None:
+    """Set the shared seaborn theme (idempotent)."""
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 150, "legend.frameon": False, "axes.titleweight": "bold"})
+
+
+def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.4, **kwargs):
+    """A figure of `nrows` x `ncols` panels of the given size (inches) each; returns (fig, axes)."""
+    apply()
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
+    return fig, axes
+
+
+def palette(names) -> dict[str, tuple]:
+    """A stable colour per name (method, d, ...), in the order given."""
+    names = list(dict.fromkeys(names))
+    return dict(zip(names, sns.color_palette("colorblind", n_colors=max(len(names), 1))))
+
+
+def theory_vline(ax, x: float, label: str | None = None, reference: bool = False) -> None:
+    ax.axvline(x, label=label, **(REFERENCE_STYLE if reference else THEORY_STYLE))
+
+
+def theory_hline(ax, y: float, label: str | None = None, reference: bool = False) -> None:
+    ax.axhline(y, label=label, **(REFERENCE_STYLE if reference else THEORY_STYLE))
+
+
+def caption(fig, text: str) -> None:
+    """A one-line note under the figure (scale, seeds): what a reader needs to judge it."""
+    fig.text(0.5, -0.02, text, ha="center", va="top", fontsize=8, color="0.3")

@@ -1,0 +1,83 @@
+"""Provenance of a result: what produced it, where, and how long it took.
+
+A sidecar answers "can I trust and reproduce this number?": the resolved parameters and seed,
+the git commit (and whether the tree had uncommitted changes), package versions, the device, and
+the wall time.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("factstore", "torch", "numpy", "scipy", "pandas", "matplotlib", "seaborn", "snakemake")
+
+
+@functools.cache
+def git_state(directory: str | None = None) -> dict[str, Any]:
+    """The commit of the checkout that holds `directory` (default: this source file) and a dirty flag."""
+    cwd = directory or str(Path(__file__).resolve().parent)
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit or "unknown", "dirty": bool(status) if status is not None else None}
+
+
+@functools.cache
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def describe_device(device: Any) -> str:
+    """A readable device name: 'cpu' or 'cuda:0 (NVIDIA H200)'."""
+    text = str(device)
+    if text.startswith("cuda"):
+        import torch
+
+        return f"{text} ({torch.cuda.get_device_name(torch.device(text))})"
+    return text
+
+
+def collect(
+    *,
+    step: str,
+    params: dict[str, Any],
+    inputs: dict[str, str],
+    device: Any,
+    threads: int,
+    wall_time_s: float,
+) -> dict[str, Any]:
+    """Everything a sidecar records about one run of a step."""
+    return {
+        "step": step,
+        "params": params,
+        "seed": params.get("seed", params.get("seeds")),
+        "inputs": inputs,
+        "git": git_state(),
+        "versions": package_versions(),
+        "device": describe_device(device),
+        "threads": threads,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "command": sys.argv,
+        "wall_time_s": round(wall_time_s, 3),
+    }
