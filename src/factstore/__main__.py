@@ -4,7 +4,7 @@ STEP is `<module>.<function>` inside `factstore.experiments`, e.g. `assoc.train`
 plain function `step(params, inputs, context) -> {output_name: object}`; this runner parses the
 command line, fixes threads, seed and device, times the step, then writes every returned object
 atomically to the path given for its name (DataFrame -> table, Figure -> PNG + PDF, dict -> JSON,
-str -> text) with a provenance sidecar. If the step fails, nothing is written.
+str -> text, bytes -> file) with a provenance sidecar. If the step fails, nothing is written.
 
     python -m factstore assoc.train --params '{"d": 64, "seed": 0}' \
         --output table=results/assoc/train_d64.csv --threads 1
@@ -86,18 +86,18 @@ def write_output(value: Any, path: str) -> list[Path]:
         io.write_table(value, path)
         return [Path(path)]
     if hasattr(value, "savefig"):
-        import matplotlib.pyplot as plt
-
-        written = io.write_figure(value, path)
-        plt.close(value)
-        return written
+        return [io.write_figure(value, path)]
     if isinstance(value, (dict, list)):
         io.write_json(value, path)
         return [Path(path)]
     if isinstance(value, str):
         io.write_text(value, path)
         return [Path(path)]
-    raise TypeError(f"a step returned a {type(value).__name__} for {path}; expected DataFrame, Figure, dict or str")
+    if isinstance(value, bytes):
+        with io.atomic_path(path) as tmp:
+            tmp.write_bytes(value)
+        return [Path(path)]
+    raise TypeError(f"a step returned a {type(value).__name__} for {path}; expected DataFrame, Figure, dict, str or bytes")
 
 
 def run_step(
@@ -136,6 +136,8 @@ def run_step(
         for file in files:
             io.write_json(record | {"output": name}, io.sidecar_path(file))
         written[name] = files
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
     return written
 
 

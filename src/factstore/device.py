@@ -23,3 +23,15 @@ def select_device(requested: str | None = None) -> torch.device:
 def seed_everything(seed: int) -> None:
     """Seed torch's CPU and CUDA generators (library code takes explicit generators as well)."""
     torch.manual_seed(seed)
+
+
+def derived_generator(*parts: object, device: str | torch.device = "cpu") -> torch.Generator:
+    """A generator seeded from a stable hash of `parts` (seed, d, alpha index, ...).
+
+    Each job of a sweep gets its own stream that does not depend on which other jobs ran, so a
+    single rerun reproduces exactly the numbers of the full sweep.
+    """
+    import hashlib
+
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return torch.Generator(device=device).manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))

@@ -81,23 +81,14 @@ def read_json(path: str | os.PathLike) -> Any:
     return json.loads(Path(path).read_text())
 
 
-def write_figure(figure, path: str | os.PathLike) -> list[Path]:
-    """Save a matplotlib figure atomically; a `.png` path also gets a `.pdf` twin (and vice versa).
-
-    Returns the paths written.
-    """
+def write_figure(figure, path: str | os.PathLike) -> Path:
+    """Save a matplotlib figure atomically in the format its suffix names (.png, .pdf, .svg)."""
     path = Path(path)
-    twins = {".png": ".pdf", ".pdf": ".png"}
-    if path.suffix not in twins:
-        raise ValueError(f"figure path {path} must end in .png or .pdf")
-    written = []
-    for target in (path, path.with_suffix(twins[path.suffix])):
-        with atomic_path(target) as tmp:
-            # A fixed creation date keeps the PDF byte-identical across reruns.
-            metadata = {"CreationDate": None} if target.suffix == ".pdf" else {"Software": None}
-            figure.savefig(tmp, dpi=150, bbox_inches="tight", metadata=metadata)
-        written.append(target)
-    return written
+    with atomic_path(path) as tmp:
+        # No timestamps or software tags in the file: a rerun gives the same bytes.
+        metadata = {"CreationDate": None} if path.suffix == ".pdf" else {"Software": None}
+        figure.savefig(tmp, dpi=150, bbox_inches="tight", metadata=metadata)
+    return path
 
 
 def _json_default(value: Any) -> Any:

@@ -47,3 +47,8 @@ def theory_hline(ax, y: float, label: str | None = None, reference: bool = False
 def caption(fig, text: str) -> None:
     """A one-line note under the figure (scale, seeds): what a reader needs to judge it."""
     fig.text(0.5, -0.02, text, ha="center", va="top", fontsize=8, color="0.3")
+
+
+def outputs(fig) -> dict:
+    """What a figure step returns: the same figure for the rule's `png` and `pdf` outputs."""
+    return {"png": fig, "pdf": fig}

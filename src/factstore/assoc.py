@@ -1,0 +1,236 @@
+"""Linear associative memory (SPEC S1; Giorlandino, Goldt, Maillard, arXiv 2605.10795).
+
+p input embeddings e_mu and p output embeddings u_mu in R^d, i.i.d. N(0, I/d). A matrix W stores
+fact mu when argmax_rho u_rho^T W e_mu = mu. The load is alpha = p ln p / d^2; the optimal W
+(trained on cross-entropy) stores everything up to alpha_c = 1/2 as d -> infinity, the Hebbian
+W = sum_mu u_mu e_mu^T only up to 1/8.
+
+Every function is batched over independent seeds (leading dimension S), so one call trains or
+evaluates several problems at once. In the *decoupled* problem each input mu has its own p
+candidate outputs: outputs then have shape (S, p, p, d) with outputs[:, mu, mu] the target.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.special import lambertw
+
+
+def facts_for_load(alpha: float, d: int) -> int:
+    """The number of facts p with p ln p = alpha d^2 (rounded), via the Lambert W function.
+
+    p ln p = x  <=>  ln p = W(x)  <=>  p = x / W(x).
+    """
+    if alpha <= 0 or d <= 0:
+        raise ValueError(f"load alpha and dimension d must be positive, got alpha={alpha}, d={d}")
+    x = alpha * d * d
+    return max(2, int(round(x / lambertw(x).real)))
+
+
+def load(p: int, d: int) -> float:
+    """alpha = p ln p / d^2."""
+    return p * math.log(p) / d**2
+
+
+def sample_problem(
+    p: int, d: int, n_seeds: int, generator: torch.Generator, decoupled: bool = False, dtype=torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gaussian inputs (S, p, d) and outputs (S, p, d), or (S, p, p, d) for the decoupled problem."""
+    scale = 1.0 / math.sqrt(d)
+    inputs = torch.randn(n_seeds, p, d, generator=generator, dtype=dtype) * scale
+    shape = (n_seeds, p, p, d) if decoupled else (n_seeds, p, d)
+    outputs = torch.randn(*shape, generator=generator, dtype=dtype) * scale
+    return inputs, outputs
+
+
+def scores(weights: torch.Tensor, inputs: torch.Tensor, outputs: torch.Tensor) -> torch.Tensor:
+    """Logits u_rho^T W e_mu, shape (S, p, p) indexed [seed, input mu, candidate rho].
+
+    weights: (S, d, d); inputs: (S, p, d); outputs: (S, p, d) shared, or (S, p, p, d) decoupled.
+    """
+    recalled = inputs @ weights.transpose(1, 2)  # (S, p, d): W e_mu
+    if outputs.dim() == 3:
+        return recalled @ outputs.transpose(1, 2)
+    return torch.einsum("smrd,smd->smr", outputs, recalled)
+
+
+def recall_accuracy(
+    weights: torch.Tensor, inputs: torch.Tensor, outputs: torch.Tensor, chunk_size: int = 2048
+) -> torch.Tensor:
+    """Fraction of facts recalled per seed, shape (S,). Evaluated in chunks of inputs (memory O(chunk p))."""
+    n_seeds, p, _ = inputs.shape
+    correct = torch.zeros(n_seeds, dtype=torch.long, device=inputs.device)
+    for start in range(0, p, chunk_size):
+        stop = min(start + chunk_size, p)
+        chunk_outputs = outputs if outputs.dim() == 3 else outputs[:, start:stop]
+        logits = scores(weights, inputs[:, start:stop], chunk_outputs)
+        targets = torch.arange(start, stop, device=inputs.device) if outputs.dim() == 3 else torch.arange(
+            start, stop, device=inputs.device
+        )
+        correct += (logits.argmax(dim=-1) == targets).sum(dim=-1)
+    return correct.to(torch.float64) / p
+
+
+def hebbian_weights(inputs: torch.Tensor, outputs: torch.Tensor) -> torch.Tensor:
+    """W = sum_mu u_mu e_mu^T, shape (S, d, d); for the decoupled problem u_mu is each input's own target."""
+    targets = outputs if outputs.dim() == 3 else torch.diagonal(outputs, dim1=1, dim2=2).transpose(1, 2)
+    return targets.transpose(1, 2) @ inputs
+
+
+@dataclass
+class TrainingResult:
+    """Trained weights (S, d, d) and, per seed, the best training accuracy reached and its step."""
+
+    weights: torch.Tensor
+    best_accuracy: torch.Tensor
+    steps: int
+    final_loss: float
+
+
+def train_optimal(
+    inputs: torch.Tensor,
+    outputs: torch.Tensor,
+    *,
+    rank: int | None = None,
+    max_steps: int = 3000,
+    learning_rate: float = 0.01,
+    patience: int = 300,
+    generator: torch.Generator | None = None,
+    progress=None,
+) -> TrainingResult:
+    """Adam on the cross-entropy of logits u_rho^T W e_mu over all p candidates, full batch.
+
+    W is trained directly (rank None, started at zero so the first step is Hebbian), or as
+    W = Q R^T with Q, R in R^{d x rank} (started small and random: zero is a saddle).
+    Stops when every seed recalls all facts, or when no seed's accuracy has improved for
+    `patience` steps. The seeds are independent problems: the loss is their sum and Adam is
+    elementwise, so batching them changes nothing but speed.
+    """
+    n_seeds, p, d = inputs.shape
+    device, dtype = inputs.device, inputs.dtype
+    if rank is None:
+        weights = torch.zeros(n_seeds, d, d, device=device, dtype=dtype, requires_grad=True)
+        parameters = [weights]
+    else:
+        scale = 0.1 / math.sqrt(d)
+        left = torch.randn(n_seeds, d, rank, generator=generator, dtype=dtype).to(device) * scale
+        right = torch.randn(n_seeds, d, rank, generator=generator, dtype=dtype).to(device) * scale
+        left.requires_grad_(True)
+        right.requires_grad_(True)
+        parameters = [left, right]
+
+    def current_weights() -> torch.Tensor:
+        return weights if rank is None else parameters[0] @ parameters[1].transpose(1, 2)
+
+    optimiser = torch.optim.Adam(parameters, lr=learning_rate)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=max_steps, eta_min=learning_rate * 1e-3)
+    targets = torch.arange(p, device=device).repeat(n_seeds)
+    best = torch.zeros(n_seeds, dtype=torch.float64, device=device)
+    since_improvement = 0
+    loss_value = float("nan")
+    step = 0
+    for step in range(1, max_steps + 1):
+        logits = scores(current_weights(), inputs, outputs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(n_seeds * p, p), targets) * n_seeds
+        with torch.no_grad():
+            accuracy = (logits.argmax(dim=-1) == targets.view(n_seeds, p)).to(torch.float64).mean(dim=-1)
+            improved = accuracy > best
+            best = torch.maximum(best, accuracy)
+        since_improvement = 0 if bool(improved.any()) else since_improvement + 1
+        loss_value = loss.item() / n_seeds
+        if progress is not None:
+            progress.update(1)
+        if bool((best >= 1.0).all()) or since_improvement >= patience:
+            break
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        optimiser.step()
+        schedule.step()
+    with torch.no_grad():
+        final = current_weights().detach().clone()
+        best = torch.maximum(best, recall_accuracy(final, inputs, outputs))
+    return TrainingResult(weights=final, best_accuracy=best.cpu(), steps=step, final_loss=loss_value)
+
+
+def normalised_singular_values(weights: torch.Tensor, rank: int | None = None) -> torch.Tensor:
+    """Singular values per seed (S, r), scaled so that their mean square is 1.
+
+    For a rank-constrained W only the top `rank` values are kept (the rest are zero).
+    """
+    values = torch.linalg.svdvals(weights.to(torch.float64))
+    if rank is not None:
+        values = values[:, :rank]
+    return values / values.pow(2).mean(dim=-1, keepdim=True).sqrt()
+
+
+def quarter_circle_density(s: np.ndarray) -> np.ndarray:
+    """rho(s) = sqrt(4 - s^2) / pi on [0, 2]: the law of the optimal W's singular values (E s^2 = 1)."""
+    s = np.asarray(s, dtype=float)
+    return np.where((s >= 0) & (s <= 2), np.sqrt(np.clip(4 - s**2, 0, None)) / np.pi, 0.0)
+
+
+def quarter_circle_cdf(s: np.ndarray) -> np.ndarray:
+    """P(S <= s) for the quarter-circle law: (s sqrt(4 - s^2) / 2 + 2 arcsin(s / 2)) / pi."""
+    s = np.clip(np.asarray(s, dtype=float), 0, 2)
+    return (s * np.sqrt(4 - s**2) / 2 + 2 * np.arcsin(s / 2)) / np.pi
+
+
+def truncated_quarter_circle(rank_fraction: float) -> tuple[float, float]:
+    """The quarter-circle law kept on its top `rank_fraction` of mass: (lower edge, E s^2 there).
+
+    A rank-constrained optimum keeps the largest kappa d singular values; compared after
+    normalising both to mean square 1, the edge and second moment fix the rescaling.
+    """
+    from scipy.integrate import quad
+    from scipy.optimize import brentq
+
+    if rank_fraction >= 1:
+        return 0.0, 1.0
+    lower = brentq(lambda s: 1 - quarter_circle_cdf(s) - rank_fraction, 0.0, 2.0)
+    second_moment = quad(lambda s: s * s * quarter_circle_density(s), lower, 2.0)[0] / rank_fraction
+    return lower, second_moment
+
+
+def truncated_quarter_circle_cdf(s: np.ndarray, rank_fraction: float) -> np.ndarray:
+    """CDF of the truncated law, in units where its own mean square is 1."""
+    lower, second_moment = truncated_quarter_circle(rank_fraction)
+    scaled = np.asarray(s, dtype=float) * math.sqrt(second_moment)
+    base = quarter_circle_cdf(np.clip(scaled, lower, 2.0))
+    return (base - quarter_circle_cdf(lower)) / rank_fraction
+
+
+def ks_distance(samples: np.ndarray, cdf) -> float:
+    """Kolmogorov-Smirnov distance between the empirical law of `samples` and a CDF."""
+    from scipy.stats import kstest
+
+    return float(kstest(np.asarray(samples, dtype=float), cdf).statistic)
+
+
+def threshold_crossing(alphas: np.ndarray, accuracy: np.ndarray, threshold: float) -> float:
+    """The load at which a (roughly decreasing) accuracy curve first falls below `threshold`.
+
+    Linear interpolation between the last grid point at or above the threshold and the first one
+    below it. Returns nan when the curve never reaches the threshold, and the last alpha when it
+    never falls below it (the capacity lies beyond the grid).
+    """
+    order = np.argsort(alphas)
+    alphas, accuracy = np.asarray(alphas, float)[order], np.asarray(accuracy, float)[order]
+    if accuracy[0] < threshold:
+        return float("nan")
+    below = np.flatnonzero(accuracy < threshold)
+    if below.size == 0:
+        return float(alphas[-1])
+    i = below[0]
+    a0, a1, y0, y1 = alphas[i - 1], alphas[i], accuracy[i - 1], accuracy[i]
+    return float(a0 + (y0 - threshold) * (a1 - a0) / (y0 - y1))
+
+
+def extrapolate_capacity(capacities: np.ndarray, facts_at_capacity: np.ndarray) -> tuple[float, float]:
+    """Fit alpha_c(d) = alpha_inf + b / ln p_c and return (alpha_inf, b): the d -> infinity estimate."""
+    x = 1.0 / np.log(np.asarray(facts_at_capacity, float))
+    slope, intercept = np.polyfit(x, np.asarray(capacities, float), 1)
+    return float(intercept), float(slope)

@@ -1,0 +1,118 @@
+"""Evaluate the claims registry (config/claims.yaml) against the metrics tables of the studies.
+
+A claim has one or more checks; each check reads one metric (a row of a study's metrics.csv with
+columns metric, value, detail) and compares it with an expected range. A claim is PASS when every
+check holds, FAIL when one does not, NOT RUN when its result file or metric does not exist.
+The expected ranges are the papers' claims, written before the runs: never tuned to pass.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+STATUSES = ("PASS", "FAIL", "NOT RUN")
+CLAIM_KEYS = {"id", "work", "statement", "result", "checks", "scale"}
+CHECK_KEYS = {"metric", "min", "max", "why"}
+
+
+class ClaimsError(ValueError):
+    """The registry itself is malformed."""
+
+
+def load_registry(path: str | Path) -> list[dict[str, Any]]:
+    """Read and check the registry's shape: unique ids, known keys, ranges with min <= max."""
+    claims = yaml.safe_load(Path(path).read_text())
+    if not isinstance(claims, list):
+        raise ClaimsError(f"{path}: expected a list of claims")
+    seen = set()
+    for claim in claims:
+        missing = {"id", "work", "statement", "scale"} - set(claim)
+        unknown = set(claim) - CLAIM_KEYS
+        if missing or unknown:
+            raise ClaimsError(f"{path}: claim {claim.get('id', '?')}: missing {sorted(missing)}, unknown {sorted(unknown)}")
+        if claim["id"] in seen:
+            raise ClaimsError(f"{path}: claim id {claim['id']} appears twice")
+        seen.add(claim["id"])
+        for check in claim.get("checks", []):
+            if set(check) - CHECK_KEYS or "metric" not in check:
+                raise ClaimsError(f"{path}: claim {claim['id']}: a check needs 'metric' and may have {sorted(CHECK_KEYS)}")
+            low, high = check.get("min", -math.inf), check.get("max", math.inf)
+            if low > high:
+                raise ClaimsError(f"{path}: claim {claim['id']}: check {check['metric']} has min > max")
+    return claims
+
+
+def _format(value: float) -> str:
+    return "nan" if value is None or not math.isfinite(value) else f"{value:.4g}"
+
+
+def _expected(check: dict) -> str:
+    low, high = check.get("min"), check.get("max")
+    if low is not None and high is not None:
+        return f"{check['metric']} in [{low}, {high}]"
+    return f"{check['metric']} >= {low}" if low is not None else f"{check['metric']} <= {high}"
+
+
+def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str) -> dict[str, Any]:
+    """One record of the report for `claim`, given the metrics tables by result path."""
+    record = {
+        "id": claim["id"],
+        "work": claim["work"],
+        "statement": claim["statement"],
+        "scale": claim["scale"],
+        "run_scale": run_scale,
+        "result": claim.get("result"),
+        "expected": "; ".join(_expected(check) for check in claim.get("checks", [])) or "not yet specified",
+    }
+    checks = claim.get("checks", [])
+    table = metrics.get(claim.get("result"))
+    if not checks or table is None:
+        return record | {"status": "NOT RUN", "measured": None, "note": "study not run (or not yet implemented)"}
+    values = dict(zip(table["metric"], table["value"]))
+    measured, passed = {}, True
+    for check in checks:
+        value = values.get(check["metric"])
+        if value is None:
+            return record | {"status": "NOT RUN", "measured": measured or None, "note": f"metric {check['metric']} missing"}
+        measured[check["metric"]] = None if not math.isfinite(value) else float(value)
+        low, high = check.get("min", -math.inf), check.get("max", math.inf)
+        passed &= math.isfinite(value) and low <= value <= high
+    note = "" if run_scale == claim["scale"] or claim["scale"] == "any" else (
+        f"the expected range holds at {claim['scale']} scale; this run is {run_scale} scale"
+    )
+    return record | {"status": "PASS" if passed else "FAIL", "measured": measured, "note": note}
+
+
+def evaluate(claims: list[dict], metric_files: list[str | Path], run_scale: str) -> list[dict[str, Any]]:
+    """Evaluate every claim; result files that do not exist leave their claims NOT RUN."""
+    metrics = {}
+    for path in metric_files:
+        path = Path(path)
+        if path.exists():
+            metrics[path.as_posix()] = pd.read_csv(path)
+    return [evaluate_claim(claim, metrics, run_scale) for claim in claims]
+
+
+def markdown(records: list[dict[str, Any]]) -> str:
+    """The report as a Markdown table, with a count per status on top."""
+    counts = {status: sum(r["status"] == status for r in records) for status in STATUSES}
+    lines = [
+        "# Claims report",
+        "",
+        ", ".join(f"{count} {status}" for status, count in counts.items()),
+        "",
+        "| id | status | expected | measured | scale (claim / run) | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        measured = "; ".join(f"{k} = {_format(v)}" for k, v in (r["measured"] or {}).items()) or "-"
+        lines.append(
+            f"| {r['id']} | {r['status']} | {r['expected']} | {measured} | {r['scale']} / {r['run_scale']} | {r.get('note', '')} |"
+        )
+    lines += ["", "Statements and sources: config/claims.yaml; metrics: results/<study>/metrics.csv."]
+    return "\n".join(lines) + "\n"

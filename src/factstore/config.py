@@ -1,0 +1,94 @@
+"""Load and validate the workflow configuration against its JSON schema.
+
+Errors name the offending key by its full path and say what is allowed, e.g.
+    config/smoke.yaml: assoc.trained.seeds = 0: must be >= 1
+    config/smoke.yaml: assoc.trained: unknown key 'sead' (allowed: alphas, d, ...)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """The configuration breaks the schema or a cross-field rule; the message lists every problem."""
+
+
+def load_schema(path: Path = SCHEMA_PATH) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    parts = []
+    for part in error.absolute_path:
+        parts.append(f"[{part}]" if isinstance(part, int) else ("." if parts else "") + str(part))
+    return "".join(parts) or "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    """One readable line per schema violation."""
+    where = _key_path(error)
+    kind, expected = error.validator, error.validator_value
+    if kind == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        return f"{where}: unknown key {', '.join(repr(u) for u in unknown)} (allowed: {', '.join(allowed)})"
+    if kind == "required":
+        missing = [key for key in expected if key not in error.instance]
+        return f"{where}: missing key {', '.join(repr(m) for m in missing)}"
+    if kind == "enum":
+        return f"{where} = {error.instance!r}: must be one of {', '.join(map(str, expected))}"
+    if kind == "type":
+        return f"{where} = {error.instance!r}: must be of type {expected}"
+    bounds = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+    if kind in bounds:
+        return f"{where} = {error.instance!r}: must be {bounds[kind]} {expected}"
+    return f"{where}: {error.message}"
+
+
+def cross_field_problems(config: dict[str, Any]) -> list[str]:
+    """Rules a JSON schema cannot express: values that must appear in other lists."""
+    problems = []
+    assoc = config.get("assoc", {})
+    trained_d = assoc.get("trained", {}).get("d", [])
+    for key in ("decoupled_d",):
+        for d in assoc.get("trained", {}).get(key, []):
+            if d not in trained_d:
+                problems.append(f"assoc.trained.{key} = {d}: must also be in assoc.trained.d {trained_d}")
+    if "rank" in assoc and assoc["rank"].get("d") not in trained_d:
+        problems.append(f"assoc.rank.d = {assoc['rank'].get('d')}: must be one of assoc.trained.d {trained_d} (its full-rank point)")
+    if "spectrum_d" in assoc and assoc["spectrum_d"] not in trained_d:
+        problems.append(f"assoc.spectrum_d = {assoc['spectrum_d']}: must be one of assoc.trained.d {trained_d}")
+    return problems
+
+
+def validate(config: dict[str, Any], source: str = "config", schema: dict | None = None) -> dict[str, Any]:
+    """Raise ConfigError listing every problem; return the config unchanged when it is valid."""
+    validator = jsonschema.Draft202012Validator(schema or load_schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    problems = [_describe(error) for error in errors]
+    if not problems:
+        problems = cross_field_problems(config)
+    if problems:
+        raise ConfigError(f"invalid configuration in {source}:\n  " + "\n  ".join(problems))
+    return config
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """Read and validate a config file."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        config = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path} is not valid YAML: {error}") from error
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path} must hold a mapping of keys, not {type(config).__name__}")
+    return validate(config, str(path))

@@ -1,0 +1,115 @@
+"""Download a file (or copy it from a local mirror), verify its checksum, write it atomically.
+
+Order of attempts: the mirror directory (when configured and it holds the file), then the URL with
+retries and exponential back-off. A file is moved into place only after its checksum matched, so
+a failed or corrupted fetch leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from factstore.data.sources import Source
+from factstore.io import atomic_path
+
+MIRROR_ENVIRONMENT_VARIABLE = "FACTSTORE_DATA_MIRROR"
+
+
+class FetchError(RuntimeError):
+    """The file could not be obtained from any source; the message lists each attempt."""
+
+
+class ChecksumError(FetchError):
+    """The bytes obtained are not the expected ones."""
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def git_blob_id(path: Path) -> str:
+    """What `git hash-object FILE` prints: sha1 of 'blob <size>\\0' + content."""
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify(path: Path, source: Source) -> str:
+    """Raise ChecksumError unless `path` holds the source's exact bytes; return the checksum used."""
+    if source.sha256:
+        actual, expected, kind = sha256_of(path), source.sha256, "sha256"
+    elif source.git_blob:
+        actual, expected, kind = git_blob_id(path), source.git_blob, "git blob id"
+    else:
+        raise ValueError(f"source {source.name} has no checksum to verify against")
+    if actual != expected:
+        raise ChecksumError(f"{source.name}: {kind} mismatch for {path.name}: expected {expected}, got {actual}")
+    return f"{kind}:{actual}"
+
+
+def mirror_directory(configured: str | os.PathLike | None = None) -> Path | None:
+    """The mirror given explicitly, else $FACTSTORE_DATA_MIRROR, else none."""
+    value = configured or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE)
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise FetchError(f"data mirror {path} (from {MIRROR_ENVIRONMENT_VARIABLE} or data.mirror) is not a directory")
+    return path
+
+
+def _download(url: str, target: Path, timeout: float) -> None:
+    request = urllib.request.Request(url, headers={"User-Agent": "factstore-fetch"})
+    with urllib.request.urlopen(request, timeout=timeout) as response, open(target, "wb") as handle:
+        shutil.copyfileobj(response, handle)
+
+
+def fetch(
+    source: Source,
+    destination: str | os.PathLike,
+    *,
+    mirror: str | os.PathLike | None = None,
+    retries: int = 3,
+    timeout: float = 60.0,
+    backoff_s: float = 1.0,
+) -> dict[str, str]:
+    """Obtain `source` at `destination`, verified. Returns {'origin': mirror path or URL, 'checksum': ...}.
+
+    A checksum mismatch from the mirror is an error at once (the mirror is wrong, not flaky);
+    a mismatch from the URL counts as a failed attempt and is retried.
+    """
+    destination = Path(destination)
+    attempts: list[str] = []
+    mirror_path = mirror_directory(mirror)
+    if mirror_path is not None:
+        candidate = mirror_path / source.path
+        if candidate.is_file():
+            with atomic_path(destination) as tmp:
+                shutil.copyfile(candidate, tmp)
+                checksum = verify(tmp, source)
+            return {"origin": str(candidate), "checksum": checksum}
+        attempts.append(f"mirror: {candidate} does not exist")
+    for attempt in range(1, retries + 1):
+        try:
+            with atomic_path(destination) as tmp:
+                _download(source.url, tmp, timeout)
+                checksum = verify(tmp, source)
+            return {"origin": source.url, "checksum": checksum}
+        except (urllib.error.URLError, OSError, ChecksumError, TimeoutError) as error:
+            attempts.append(f"download attempt {attempt}/{retries} from {source.url}: {error}")
+            if attempt < retries:
+                time.sleep(backoff_s * 2 ** (attempt - 1))
+    hint = "" if mirror_path else f" (offline? point {MIRROR_ENVIRONMENT_VARIABLE} at a mirror directory)"
+    raise FetchError(f"could not fetch {source.name}{hint}:\n  " + "\n  ".join(attempts))

@@ -1,0 +1,15 @@
+"""The claims step: evaluate config/claims.yaml against every study's metrics table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from factstore import claims
+
+
+def report(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """inputs: registry=config/claims.yaml and metrics_<study>=results/<study>/metrics.csv."""
+    registry = claims.load_registry(inputs["registry"])
+    metric_files = [path.as_posix() for name, path in inputs.items() if name.startswith("metrics_")]
+    records = claims.evaluate(registry, metric_files, params["scale"])
+    return {"json": records, "markdown": claims.markdown(records)}

@@ -1,0 +1,132 @@
+"""Figures of the linear-associative-memory study (SPEC S1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from factstore import assoc
+from factstore.plots import style
+
+
+def accuracy_vs_load(curves: pd.DataFrame, hebbian: pd.DataFrame, params: dict):
+    """Recall accuracy vs load alpha, one panel per d: trained (original, decoupled) and Hebbian."""
+    full = curves[curves.rank_fraction == 1.0]
+    dims = sorted(full.d.unique())
+    fig, axes = style.figure(ncols=len(dims), width=3.6, sharey=True)
+    colours = style.palette(["trained, original", "trained, decoupled", "Hebbian"])
+    for ax, d in zip(axes[0], dims):
+        here = full[full.d == d]
+        for (method, problem), group in here.groupby(["method", "problem"]):
+            if method == "hebbian":
+                continue
+            label = f"trained, {problem}"
+            mean = group.groupby("alpha")["accuracy"].agg(["mean", "std"])
+            ax.errorbar(mean.index, mean["mean"], yerr=mean["std"], marker="o", ms=3, capsize=2,
+                        color=colours[label], linestyle="-" if problem == "original" else "--", label=label)
+        heb = hebbian[hebbian.d == d].groupby("alpha")["accuracy"].mean()
+        ax.plot(heb.index, heb.values, color=colours["Hebbian"], label="Hebbian")
+        style.theory_vline(ax, 1 / 8, "1/8 (Hebbian, all facts)", reference=True)
+        style.theory_vline(ax, 1 / 2, r"1/2 ($\alpha_c$, $d\to\infty$)")
+        ax.set_title(f"d = {d}")
+        ax.set_xlabel(r"load $\alpha = p \ln p / d^2$")
+    axes[0][0].set_ylabel("recall accuracy (fraction of facts)")
+    axes[0][-1].legend(loc="upper right", fontsize=7)
+    style.caption(fig, f"mean ± std over {full.seed.nunique()} seeds; Hebbian over {hebbian.seed.nunique()} seeds")
+    return fig
+
+
+def capacity_extrapolation(capacity: pd.DataFrame, metrics: pd.DataFrame, params: dict):
+    """Apparent capacity vs 1 / ln p_c, extrapolated to d -> infinity (1 / ln p -> 0)."""
+    fig, axes = style.figure(ncols=2, width=4.2)
+    left, right = axes[0]
+    trained = capacity[(capacity.method == "trained") & (capacity.rank_fraction == 1.0)].dropna(subset=["alpha_c"])
+    colours = style.palette(["original", "decoupled"])
+    for problem, group in trained.groupby("problem"):
+        x = 1 / np.log(group.p_c.to_numpy(float))
+        left.plot(x, group.alpha_c, "o", color=colours[problem], label=f"trained, {problem}")
+        for xi, yi, d in zip(x, group.alpha_c, group.d):
+            left.annotate(f"d={d}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    original = trained[trained.problem == "original"]
+    if len(original) >= 2:
+        intercept, slope = assoc.extrapolate_capacity(original.alpha_c.to_numpy(), original.p_c.to_numpy())
+        grid = np.linspace(0, 1 / np.log(original.p_c.min()) * 1.05, 50)
+        left.plot(grid, intercept + slope * grid, color=colours["original"], alpha=0.6,
+                  label=rf"fit $a + b/\ln p$, $a$ = {intercept:.2f}")
+    style.theory_hline(left, 0.5, r"$\alpha_c = 1/2$ (replica theory)")
+    left.set_xlim(left=0)
+    left.set_xlabel(r"$1 / \ln p_c$")
+    left.set_ylabel(rf"apparent capacity $\alpha_c$ (accuracy $\geq$ {params['capacity_accuracy']})")
+    left.set_title("optimal W")
+    left.legend(fontsize=7)
+
+    hebbian = capacity[capacity.method == "hebbian-all"].dropna(subset=["alpha_c"])
+    right.plot(1 / np.log(hebbian.p_c.to_numpy(float)), hebbian.alpha_c, "s", color="C2", label="Hebbian, all facts")
+    for row in hebbian.itertuples():
+        right.annotate(f"d={row.d}", (1 / np.log(row.p_c), row.alpha_c), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    style.theory_hline(right, 1 / 8, r"$\alpha = 1/8$ (theory)")
+    right.set_xlim(left=0)
+    right.set_xlabel(r"$1 / \ln p_c$")
+    right.set_ylabel("largest load with all facts recalled")
+    right.set_title("Hebbian W")
+    right.legend(fontsize=7)
+    return fig
+
+
+def spectrum(samples: dict, d: int):
+    """Histogram of normalised singular values (E s^2 = 1) vs the (truncated) quarter-circle law.
+
+    samples: {(problem, kappa, alpha): values}.
+    """
+    full = {k: v for k, v in samples.items() if k[1] >= 1}
+    ranked = {k: v for k, v in samples.items() if k[1] < 1}
+    fig, axes = style.figure(ncols=2 if ranked else 1, width=4.2)
+    grid = np.linspace(0, 2.2, 300)
+    ax = axes[0][0]
+    colours = style.palette(["original", "decoupled"])
+    for (problem, _, alpha), values in sorted(full.items()):
+        ax.hist(values, bins=24, range=(0, 2.4), density=True, histtype="step", linewidth=1.5,
+                color=colours[problem], label=rf"trained, {problem} ($\alpha$ = {alpha:g})")
+    ax.plot(grid, assoc.quarter_circle_density(grid), **style.THEORY_STYLE, label=r"quarter circle $\sqrt{4-s^2}/\pi$")
+    ax.set_xlabel(r"singular value $s$ (normalised, $E\,s^2 = 1$)")
+    ax.set_ylabel("density")
+    ax.set_title(f"full rank, d = {d}")
+    ax.legend(fontsize=7)
+    if ranked:
+        ax = axes[0][1]
+        kappa_shown = sorted({k[1] for k in ranked})
+        kappa = kappa_shown[len(kappa_shown) // 2]
+        for (problem, k, alpha), values in ranked.items():
+            if k != kappa:
+                continue
+            ax.hist(values, bins=16, range=(0, 2.4), density=True, histtype="step", linewidth=1.5, color="C4",
+                    label=rf"trained, rank {k:g}$d$ ($\alpha$ = {alpha:g})")
+        lower, second_moment = assoc.truncated_quarter_circle(kappa)
+        scale = np.sqrt(second_moment)
+        density = assoc.quarter_circle_density(grid * scale) * scale / kappa * (grid * scale >= lower)
+        ax.plot(grid, density, **style.THEORY_STYLE, label="truncated quarter circle")
+        ax.set_xlabel(r"singular value $s$ (normalised, $E\,s^2 = 1$)")
+        ax.set_title(rf"rank-constrained, $\kappa$ = {kappa:g}")
+        ax.legend(fontsize=7)
+    return fig
+
+
+def rank_capacity(capacity: pd.DataFrame, params: dict):
+    """Apparent capacity vs kappa = m / d for W = Q R^T."""
+    d = params["rank_d"]
+    rows = capacity[(capacity.method == "trained") & (capacity.problem == "original") & (capacity.d == d)]
+    rows = rows.sort_values("rank_fraction")
+    fig, axes = style.figure()
+    ax = axes[0][0]
+    ax.plot(rows.rank_fraction, rows.alpha_c, "o-", label=f"trained, d = {d}")
+    full = rows[rows.rank_fraction == 1.0].alpha_c
+    if len(full) and np.isfinite(full.iloc[0]):
+        kappa = np.linspace(0.05, 1, 50)
+        ax.plot(kappa, full.iloc[0] * kappa * (2 - kappa), **style.REFERENCE_STYLE,
+                label=r"$\alpha_c(1)\,\kappa(2-\kappa)$ (parameter count, reference)")
+    style.theory_hline(ax, 0.5, r"$\alpha_c(1) = 1/2$, $d\to\infty$")
+    ax.set_xlabel(r"rank fraction $\kappa = m / d$")
+    ax.set_ylabel(rf"apparent capacity $\alpha_c$ (accuracy $\geq$ {params['capacity_accuracy']})")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+    return fig

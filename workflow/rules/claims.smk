@@ -1,0 +1,21 @@
+# The claims report: every claim of SPEC.md's table, PASS / FAIL / NOT RUN with measured values.
+
+CLAIMS_REPORT = ["results/claims.json", "results/claims.md"]
+
+
+rule claims_report:
+    input:
+        unpack(lambda w: {f"metrics_{study}": path for study, path in METRICS.items()}),
+        registry="config/claims.yaml",
+        code=code("claims", "experiments/claims"),
+    output:
+        json=CLAIMS_REPORT[0],
+        markdown=CLAIMS_REPORT[1],
+    params:
+        step="claims.report",
+        json=as_json({"scale": config["scale"]}),
+        io=runner_io,
+    log:
+        "logs/claims.log",
+    shell:
+        STEP

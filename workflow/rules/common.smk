@@ -1,0 +1,50 @@
+# Shared helpers: config validation, step invocation, code dependencies, global targets.
+
+import json
+import sys
+
+from factstore import config as factstore_config
+from factstore.data.fetch import MIRROR_ENVIRONMENT_VARIABLE
+
+try:
+    factstore_config.validate(config, source=" + ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)) or "config")
+except factstore_config.ConfigError as error:
+    sys.exit(f"factstore: {error}")
+
+# The mirror is passed through the environment, not as a parameter: verified bytes are the same
+# either way, so switching mirror <-> download must not rerun anything.
+if config["data"].get("mirror") and not os.environ.get(MIRROR_ENVIRONMENT_VARIABLE):
+    os.environ[MIRROR_ENVIRONMENT_VARIABLE] = str(config["data"]["mirror"])
+
+# Every study appends its figure files and its metrics table here.
+FIGURES = []
+METRICS = {}
+
+# Modules every step imports: the runner, atomic I/O and provenance, the device choice.
+CORE_CODE = [
+    "src/factstore/__main__.py",
+    "src/factstore/io.py",
+    "src/factstore/provenance.py",
+    "src/factstore/device.py",
+]
+
+
+def code(*modules):
+    """Source files a rule depends on: editing one reruns exactly the rules that list it."""
+    return CORE_CODE + [f"src/factstore/{module}.py" for module in modules]
+
+
+def as_json(section, **extra):
+    """A rule's parameters: a config section plus wildcard values, as canonical JSON."""
+    return json.dumps({**section, **extra}, sort_keys=True)
+
+
+def runner_io(wildcards, input, output):
+    """--input/--output pairs for every named input (except code) and output of a rule."""
+    parts = [f"--input {name}={path}" for name, path in input.items() if name != "code"]
+    parts += [f"--output {name}={path}" for name, path in output.items()]
+    return " ".join(parts)
+
+
+# Every rule runs one step of factstore.experiments through the same command line.
+STEP = "python -m factstore {params.step} --params {params.json:q} {params.io} --threads {threads} > {log} 2>&1"

@@ -1,0 +1,141 @@
+# Data layer: fetch (mirror or URL, sha256-verified), then tidy tables under data/processed/.
+
+DATA_TABLES = {
+    "goodreads_facts": "data/processed/goodreads_facts.csv",
+    "goodbooks_facts": "data/processed/goodbooks_facts.csv",
+    "wikipedia_paragraphs": "data/processed/wikipedia_paragraphs.csv",
+    "fewrel_sentences": "data/processed/fewrel_sentences.csv",
+}
+FETCH_PARAMS = {key: config["data"][key] for key in ("retries", "timeout_s")}
+
+
+rule data:
+    """Every prepared table and the manifest of counts and licenses."""
+    input:
+        DATA_TABLES.values(),
+        "data/processed/manifest.json",
+
+
+rule fetch_file:
+    output:
+        file="data/raw/{source}.{ext}",
+        report="data/raw/{source}.{ext}.source.json",
+    wildcard_constraints:
+        source="book_authors|goodbooks|fewrel_pid2name",
+        ext="csv|json",
+    input:
+        code=code("data/sources", "data/fetch", "experiments/data"),
+    params:
+        step="data.fetch_file",
+        json=lambda w: as_json(FETCH_PARAMS, source=w.source),
+        io=runner_io,
+    log:
+        "logs/data/fetch_{source}.{ext}.log",
+    retries: 1
+    shell:
+        STEP
+
+
+rule fetch_fewrel:
+    output:
+        relations="data/raw/fewrel_relations.json",
+        report="data/raw/fewrel_relations.json.source.json",
+    input:
+        code=code("data/sources", "data/fetch", "experiments/data"),
+    params:
+        step="data.fetch_fewrel",
+        json=as_json(FETCH_PARAMS, fewrel_train_wiki=config["data"]["fewrel_train_wiki"]),
+        io=runner_io,
+    log:
+        "logs/data/fetch_fewrel.log",
+    shell:
+        STEP
+
+
+rule fetch_wikipedia:
+    output:
+        file="data/raw/wikipedia_summaries.json",
+        report="data/raw/wikipedia_summaries.json.source.json",
+    input:
+        code=code("data/sources", "data/fetch", "experiments/data"),
+    params:
+        step="data.fetch_wikipedia",
+        json=as_json({}),
+        io=runner_io,
+    log:
+        "logs/data/fetch_wikipedia.log",
+    shell:
+        STEP
+
+
+rule prepare_goodreads:
+    input:
+        book_authors="data/raw/book_authors.csv",
+        goodbooks="data/raw/goodbooks.csv",
+        code=code("data/prepare", "experiments/data"),
+    output:
+        facts=DATA_TABLES["goodreads_facts"],
+        goodbooks=DATA_TABLES["goodbooks_facts"],
+    params:
+        step="data.prepare_goodreads",
+        json=as_json({}),
+        io=runner_io,
+    log:
+        "logs/data/prepare_goodreads.log",
+    shell:
+        STEP
+
+
+rule prepare_wikipedia:
+    input:
+        summaries="data/raw/wikipedia_summaries.json",
+        code=code("data/prepare", "experiments/data"),
+    output:
+        paragraphs=DATA_TABLES["wikipedia_paragraphs"],
+    params:
+        step="data.prepare_wikipedia",
+        json=as_json({}),
+        io=runner_io,
+    log:
+        "logs/data/prepare_wikipedia.log",
+    shell:
+        STEP
+
+
+rule prepare_fewrel:
+    input:
+        relations="data/raw/fewrel_relations.json",
+        report="data/raw/fewrel_relations.json.source.json",
+        pid2name="data/raw/fewrel_pid2name.json",
+        code=code("data/prepare", "experiments/data"),
+    output:
+        sentences=DATA_TABLES["fewrel_sentences"],
+    params:
+        step="data.prepare_fewrel",
+        json=as_json({key: config["data"][key] for key in ("fewrel_test_per_relation", "split_seed")}),
+        io=runner_io,
+    log:
+        "logs/data/prepare_fewrel.log",
+    shell:
+        STEP
+
+
+rule data_manifest:
+    input:
+        **{f"table_{name}": path for name, path in DATA_TABLES.items()},
+        report_book_authors="data/raw/book_authors.csv.source.json",
+        report_goodbooks="data/raw/goodbooks.csv.source.json",
+        report_fewrel="data/raw/fewrel_relations.json.source.json",
+        report_fewrel_pid2name="data/raw/fewrel_pid2name.json.source.json",
+        report_wikipedia="data/raw/wikipedia_summaries.json.source.json",
+        code=code("experiments/data"),
+    output:
+        manifest="data/processed/manifest.json",
+    params:
+        step="data.manifest",
+        json=as_json({}),
+        io=runner_io,
+    log:
+        "logs/data/manifest.log",
+    shell:
+        STEP
