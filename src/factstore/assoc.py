@@ -214,8 +214,8 @@ def threshold_crossing(alphas: np.ndarray, accuracy: np.ndarray, threshold: floa
     """The load at which a (roughly decreasing) accuracy curve first falls below `threshold`.
 
     Linear interpolation between the last grid point at or above the threshold and the first one
-    below it. Returns nan when the curve never reaches the threshold, and the last alpha when it
-    never falls below it (the capacity lies beyond the grid).
+    below it. Returns nan when the curve starts below the threshold or never falls below it
+    within the grid: then the capacity is not measured, and no number pretends it is.
     """
     order = np.argsort(alphas)
     alphas, accuracy = np.asarray(alphas, float)[order], np.asarray(accuracy, float)[order]
@@ -223,7 +223,7 @@ def threshold_crossing(alphas: np.ndarray, accuracy: np.ndarray, threshold: floa
         return float("nan")
     below = np.flatnonzero(accuracy < threshold)
     if below.size == 0:
-        return float(alphas[-1])
+        return float("nan")
     i = below[0]
     a0, a1, y0, y1 = alphas[i - 1], alphas[i], accuracy[i - 1], accuracy[i]
     return float(a0 + (y0 - threshold) * (a1 - a0) / (y0 - y1))

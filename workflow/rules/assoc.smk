@@ -11,22 +11,18 @@ FIGURES += [f"figures/assoc_{name}.{ext}" for name in ASSOC_FIGURES for ext in (
 METRICS["assoc"] = "results/assoc/metrics.csv"
 
 
-def assoc_curves(kind):
-    """Named inputs for every trained table (kind='table') or spectrum table (kind='spectra')."""
-    prefix = "trained" if kind == "table" else "spectra"
-    files = {f"{prefix}_{problem}_d{d}": f"results/assoc/{kind}_{problem}_d{d}.csv" for problem, d in ASSOC_TRAINED}
-    files |= {
-        f"{prefix}_rank{kappa:g}": f"results/assoc/{kind}_rank{kappa:g}_d{ASSOC['rank']['d']}.csv"
-        for kappa in ASSOC["rank"]["kappa"]
-    }
-    return files
+# Named inputs of every trained table and every spectrum table (full rank and rank-constrained).
+ASSOC_RUNS = [f"{problem}_d{d}" for problem, d in ASSOC_TRAINED] + [
+    f"rank{kappa:g}_d{ASSOC['rank']['d']}" for kappa in ASSOC["rank"]["kappa"]
+]
+ASSOC_TABLES = {f"trained_{run}": f"results/assoc/table_{run}.csv" for run in ASSOC_RUNS}
+ASSOC_SPECTRA = {f"spectra_{run}": f"results/assoc/spectra_{run}.csv" for run in ASSOC_RUNS}
 
 
 rule assoc:
-    """Every result and figure of the linear-associative-memory study."""
+    """Every result of the linear-associative-memory study (its figures: `snakemake figures`)."""
     input:
         METRICS["assoc"],
-        [f for f in FIGURES if f.startswith("figures/assoc_")],
 
 
 rule assoc_hebbian:
@@ -41,6 +37,8 @@ rule assoc_hebbian:
     threads: config["threads"]
     log:
         "logs/assoc/hebbian.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -66,6 +64,8 @@ rule assoc_trained:
         gpu=1,
     log:
         "logs/assoc/trained_{problem}_d{d}.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -92,6 +92,8 @@ rule assoc_rank:
         gpu=1,
     log:
         "logs/assoc/rank{kappa}_d{d}.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -101,7 +103,8 @@ rule assoc_summary:
         capacity="results/assoc/capacity.csv",
         metrics=METRICS["assoc"],
     input:
-        unpack(lambda w: assoc_curves("table") | assoc_curves("spectra")),
+        **ASSOC_TABLES,
+        **ASSOC_SPECTRA,
         hebbian="results/assoc/hebbian.csv",
         code=code(*ASSOC_CODE),
     params:
@@ -112,6 +115,8 @@ rule assoc_summary:
         io=runner_io,
     log:
         "logs/assoc/summary.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -124,7 +129,7 @@ rule assoc_figure_accuracy:
         png="figures/assoc_accuracy.png",
         pdf="figures/assoc_accuracy.pdf",
     input:
-        unpack(lambda w: assoc_curves("table")),
+        **ASSOC_TABLES,
         hebbian="results/assoc/hebbian.csv",
         code=code("experiments/assoc", "plots/style", "plots/assoc"),
     params:
@@ -133,6 +138,8 @@ rule assoc_figure_accuracy:
         io=runner_io,
     log:
         "logs/assoc/figure_accuracy.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -151,6 +158,8 @@ rule assoc_figure_capacity_extrapolation:
         io=runner_io,
     log:
         "logs/assoc/figure_capacity_extrapolation.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -160,7 +169,7 @@ rule assoc_figure_spectrum:
         png="figures/assoc_spectrum.png",
         pdf="figures/assoc_spectrum.pdf",
     input:
-        unpack(lambda w: assoc_curves("spectra")),
+        **ASSOC_SPECTRA,
         capacity="results/assoc/capacity.csv",
         code=code("experiments/assoc", "plots/style", "plots/assoc"),
     params:
@@ -169,6 +178,8 @@ rule assoc_figure_spectrum:
         io=runner_io,
     log:
         "logs/assoc/figure_spectrum.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -186,5 +197,7 @@ rule assoc_figure_rank_capacity:
         io=runner_io,
     log:
         "logs/assoc/figure_rank_capacity.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP

@@ -1,4 +1,7 @@
-# Shared helpers: config validation, step invocation, code dependencies, global targets.
+# Shared helpers (config validation, step invocation, code dependencies, global targets).
+# Every conda directive points at the one environment of the project (used with --sdm conda).
+
+ENVIRONMENT = "../../environment.yml"
 
 import json
 import sys
@@ -30,7 +33,7 @@ CORE_CODE = [
 
 
 def code(*modules):
-    """Source files a rule depends on: editing one reruns exactly the rules that list it."""
+    """Source files that a step imports. Editing one reruns exactly the rules listing it."""
     return CORE_CODE + [f"src/factstore/{module}.py" for module in modules]
 
 
@@ -40,7 +43,7 @@ def as_json(section, **extra):
 
 
 def runner_io(wildcards, input, output):
-    """--input/--output pairs for every named input (except code) and output of a rule."""
+    """The --input/--output pairs of all named inputs (except code) and outputs."""
     parts = [f"--input {name}={path}" for name, path in input.items() if name != "code"]
     parts += [f"--output {name}={path}" for name, path in output.items()]
     return " ".join(parts)

@@ -32,6 +32,8 @@ rule fetch_file:
     log:
         "logs/data/fetch_{source}.{ext}.log",
     retries: 1
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -48,6 +50,8 @@ rule fetch_fewrel:
         io=runner_io,
     log:
         "logs/data/fetch_fewrel.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -64,6 +68,8 @@ rule fetch_wikipedia:
         io=runner_io,
     log:
         "logs/data/fetch_wikipedia.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -82,6 +88,8 @@ rule prepare_goodreads:
         io=runner_io,
     log:
         "logs/data/prepare_goodreads.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -98,6 +106,8 @@ rule prepare_wikipedia:
         io=runner_io,
     log:
         "logs/data/prepare_wikipedia.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -116,6 +126,8 @@ rule prepare_fewrel:
         io=runner_io,
     log:
         "logs/data/prepare_fewrel.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP
 
@@ -137,5 +149,7 @@ rule data_manifest:
         io=runner_io,
     log:
         "logs/data/manifest.log",
+    conda:
+        ENVIRONMENT
     shell:
         STEP

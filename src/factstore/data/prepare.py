@@ -31,13 +31,13 @@ def goodreads_facts(book_authors_csv: Path) -> pd.DataFrame:
 def goodbooks_facts(books_csv: Path) -> pd.DataFrame:
     """book -> first author from goodbooks-10k (many books per author).
 
-    The title is `original_title`, or when empty `title` without its series suffix
-    such as " (Twilight, #1)". Columns: book_id, book, author.
+    The title is `original_title`, or `title` where that is empty, without a series suffix
+    such as " (Twilight, #1)" (some original titles carry one too). Columns: book_id, book, author.
     """
     table = pd.read_csv(books_csv, usecols=["book_id", "authors", "original_title", "title"], keep_default_na=False)
-    fallback = table["title"].astype(str).str.replace(SERIES_SUFFIX, "", regex=True)
     original = table["original_title"].astype(str).str.strip()
-    book = original.where(original != "", fallback).str.strip()
+    book = original.where(original != "", table["title"].astype(str))
+    book = book.str.replace(SERIES_SUFFIX, "", regex=True).str.strip()
     author = table["authors"].astype(str).str.split(",").str[0].str.strip()
     return pd.DataFrame({"book_id": table["book_id"], "book": book, "author": author})
 

@@ -12,4 +12,5 @@ def report(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     registry = claims.load_registry(inputs["registry"])
     metric_files = [path.as_posix() for name, path in inputs.items() if name.startswith("metrics_")]
     records = claims.evaluate(registry, metric_files, params["scale"])
-    return {"json": records, "markdown": claims.markdown(records)}
+    counts = {status: sum(r["status"] == status for r in records) for status in claims.STATUSES}
+    return {"json": records, "markdown": claims.markdown(records), "summary": counts}

@@ -31,7 +31,7 @@ def accuracy_vs_load(curves: pd.DataFrame, hebbian: pd.DataFrame, params: dict):
         ax.set_title(f"d = {d}")
         ax.set_xlabel(r"load $\alpha = p \ln p / d^2$")
     axes[0][0].set_ylabel("recall accuracy (fraction of facts)")
-    axes[0][-1].legend(loc="upper right", fontsize=7)
+    style.shared_legend(fig, axes)
     style.caption(fig, f"mean ± std over {full.seed.nunique()} seeds; Hebbian over {hebbian.seed.nunique()} seeds")
     return fig
 
@@ -66,6 +66,7 @@ def capacity_extrapolation(capacity: pd.DataFrame, metrics: pd.DataFrame, params
         right.annotate(f"d={row.d}", (1 / np.log(row.p_c), row.alpha_c), textcoords="offset points", xytext=(4, 4), fontsize=7)
     style.theory_hline(right, 1 / 8, r"$\alpha = 1/8$ (theory)")
     right.set_xlim(left=0)
+    right.set_ylim(0, 0.16)
     right.set_xlabel(r"$1 / \ln p_c$")
     right.set_ylabel("largest load with all facts recalled")
     right.set_title("Hebbian W")

@@ -26,8 +26,19 @@ def apply() -> None:
 def figure(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.4, **kwargs):
     """A figure of `nrows` x `ncols` panels of the given size (inches) each; returns (fig, axes)."""
     apply()
+    kwargs.setdefault("layout", "constrained")
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
     return fig, axes
+
+
+def shared_legend(fig, axes, **kwargs) -> None:
+    """One legend for all panels (each label once), outside the panels on the right."""
+    handles = {}
+    for ax in getattr(axes, "flat", axes):
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    kwargs.setdefault("fontsize", 8)
+    fig.legend(handles.values(), handles.keys(), loc="outside right center", **kwargs)
 
 
 def palette(names) -> dict[str, tuple]:
@@ -46,7 +57,7 @@ def theory_hline(ax, y: float, label: str | None = None, reference: bool = False
 
 def caption(fig, text: str) -> None:
     """A one-line note under the figure (scale, seeds): what a reader needs to judge it."""
-    fig.text(0.5, -0.02, text, ha="center", va="top", fontsize=8, color="0.3")
+    fig.supxlabel(text, fontsize=8, color="0.3")
 
 
 def outputs(fig) -> dict:

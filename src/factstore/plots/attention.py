@@ -1,0 +1,110 @@
+"""Figures of the multi-head attention memorisation study (SPEC S4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from factstore import attention as att
+from factstore.plots import style
+
+AXIS_LABELS = {
+    "heads": "number of heads H",
+    "n_context": "context size n (tokens)",
+    "d_head": r"head dimension $d_h$ (query/key, per head)",
+}
+CONTEXT_LABELS = {"shared": "shared context", "per_example": "per-example context"}
+
+
+def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
+    """Capacity against the size one sweep varies, for each context kind.
+
+    Filled markers: the largest N fitted to the target accuracy; open markers: max N x accuracy
+    over the probed N. Dashed: c H min(n, d_h), the theorem's Omega() rate with c fitted to the
+    points (least squares through 0). Grey squares, right axis: trainable parameters.
+    """
+    points = capacity[capacity.sweep == sweep].sort_values("value")
+    kinds = [kind for kind in CONTEXT_LABELS if kind in set(points.context)]
+    colours = style.palette([CONTEXT_LABELS[kind] for kind in kinds])
+    fig, axes = style.figure(width=5.6, height=4.2)
+    ax = axes[0][0]
+    for kind in kinds:
+        here = points[points.context == kind]
+        colour = colours[CONTEXT_LABELS[kind]]
+        x, y = here["value"].to_numpy(float), here["capacity"].to_numpy(float)
+        ax.plot(x, y, "o-", color=colour, label=f"{CONTEXT_LABELS[kind]}: capacity (fits target)")
+        ax.plot(x, here["memorised_examples"], "o", mfc="none", color=colour, label=f"{CONTEXT_LABELS[kind]}: max N x accuracy")
+        bound = here["theory_scale"].to_numpy(float)
+        scale = float(bound @ y / (bound @ bound))
+        ax.plot(x, scale * bound, color=colour, linestyle="--", linewidth=1.1,
+                label=rf"$c\,H\min(n, d_h)$, $c$ = {scale:.1f} fitted ($\Omega$ rate, scaled)")
+        if sweep == "heads" and len(x) >= 2:
+            fit = att.linear_fit(x, y)
+            grid = np.linspace(0, x.max(), 50)
+            ax.plot(grid, fit["slope"] * grid + fit["intercept"], color=colour, linestyle=":", linewidth=1.1,
+                    label=f"linear fit: {fit['slope']:.0f} per head, $R^2$ = {fit['r2']:.3f}")
+    if sweep == "d_head":
+        style.theory_vline(ax, float(points["n_context"].iloc[0]), r"$d_h = n$", reference=True)
+    ax.set_xlabel(AXIS_LABELS[sweep])
+    ax.set_ylabel("memorisation capacity N* (examples)")
+    ax.set_xticks(sorted(points["value"].unique()))
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.35)  # headroom for the legend
+
+    parameters = ax.twinx()
+    counts = points.drop_duplicates("value")
+    parameters.plot(counts["value"], counts["n_params"], "s:", color="0.5", ms=4, label="trainable parameters (right axis)")
+    parameters.set_ylabel("trainable parameters W", color="0.4")
+    parameters.set_ylim(bottom=0, top=counts["n_params"].max() * 1.35)
+    parameters.grid(False)
+    handles, labels = (sum(pair, []) for pair in zip(*(a.get_legend_handles_labels() for a in (ax, parameters))))
+    ax.legend(handles, labels, loc="upper left", fontsize=7)
+    style.caption(fig, _fixed_caption(points, sweep, params))
+    return fig
+
+
+def _fixed_caption(points: pd.DataFrame, sweep: str, params: dict) -> str:
+    symbols = {"d": "d", "heads": "H", "d_head": "d_h", "d_value": "d_v", "n_context": "n", "n_classes": "C"}
+    fixed = ", ".join(f"{symbols[name]} = {points[name].iloc[0]}" for name in symbols if name != sweep)
+    training = params["training"]
+    return (f"{fixed}; capacity: largest N at training accuracy >= {training['target_accuracy']:g} "
+            f"(Adam, at most {training['max_steps']} full-batch steps, one seed)")
+
+
+def assumptions(capacity: pd.DataFrame, params: dict):
+    """The theorem's assumptions on the data each layer was trained on.
+
+    Left: smallest rank over all context matrices vs n (needed: n; at most d). Right: randomised
+    Kruskal rank of the query vectors (needed: >= n), with the share of random n-subsets of full rank.
+    """
+    data = capacity.drop_duplicates(["context", "d", "n_context"]).sort_values("n_context")
+    kinds = [kind for kind in CONTEXT_LABELS if kind in set(data.context)]
+    colours = style.palette([CONTEXT_LABELS[kind] for kind in kinds])
+    fig, axes = style.figure(ncols=2, width=4.0, height=3.4)
+    left, right = axes[0]
+    n_grid = np.arange(1, data["n_context"].max() + 1)
+    d = int(data["d"].max())
+    offsets = dict(zip(kinds, np.linspace(-0.15, 0.15, len(kinds))))
+    for kind in kinds:
+        here = data[data.context == kind]
+        colour = colours[CONTEXT_LABELS[kind]]
+        n = here["n_context"].to_numpy(float) + offsets[kind]
+        full = here["context_full_rank"].mean()
+        left.plot(n, here["context_rank_min"], "o", color=colour,
+                  label=f"{CONTEXT_LABELS[kind]} ({here['n_contexts'].max()} matrices, {full:.0%} of rank n)")
+        subsets = here["kruskal_subsets_full_rank"].mean()
+        right.plot(n, here["kruskal_rank_estimate"], "o", color=colour,
+                   label=f"{CONTEXT_LABELS[kind]} ({subsets:.0%} of {here['kruskal_subsets'].iloc[0]} n-subsets of rank n)")
+    for ax in (left, right):
+        ax.plot(n_grid, n_grid, **style.THEORY_STYLE, label="needed: n")
+        style.theory_hline(ax, d, f"d = {d} (largest possible)", reference=True)
+        ax.set_xlabel("context size n (tokens)")
+        ax.set_ylim(0, d * 1.15)
+        ax.legend(fontsize=7, loc="lower right")
+    left.set_ylabel("smallest rank of a context matrix E")
+    left.set_title("context rank (assumption: n)")
+    right.set_ylabel("Kruskal rank of the queries e (estimate)")
+    right.set_title("Kruskal rank (assumption: >= n)")
+    style.caption(fig, f"ranks at float32 precision; Kruskal rank: largest k with all of "
+                       f"{int(data['kruskal_subsets'].iloc[0])} random k-subsets independent")
+    return fig

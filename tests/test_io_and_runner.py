@@ -1,0 +1,74 @@
+"""Atomic writes, provenance sidecars and the step runner's contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from factstore import io
+from factstore.__main__ import UsageError, run_step
+
+
+def test_atomic_path_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.csv"
+    with pytest.raises(RuntimeError):
+        with io.atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("crash mid-write")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_table_round_trip_and_sidecar_name(tmp_path):
+    table = pd.DataFrame({"metric": ["a", "b"], "value": [0.5, 1.25]})
+    io.write_table(table, tmp_path / "t.csv")
+    pd.testing.assert_frame_equal(io.read_table(tmp_path / "t.csv"), table)
+    assert io.sidecar_path(tmp_path / "t.csv").name == "t.csv.prov.json"
+
+
+def test_run_step_writes_outputs_with_provenance(tmp_path):
+    outputs = {"table": str(tmp_path / "hebbian.csv")}
+    params = {"d": [8], "alphas": [0.1, 0.3], "seeds": 2, "seed": 3, "chunk_size": 64}
+    run_step("assoc.hebbian", params, {}, outputs)
+    sidecar = json.loads(io.sidecar_path(outputs["table"]).read_text())
+    assert sidecar["params"] == params and sidecar["seed"] == 3
+    assert {"commit", "dirty"} <= set(sidecar["git"])
+    assert {"python", "torch", "numpy"} <= set(sidecar["versions"])
+    assert sidecar["device"] == "cpu" and sidecar["wall_time_s"] >= 0
+
+
+def test_same_seed_same_numbers(tmp_path):
+    params = {"d": [8], "alphas": [0.2], "seeds": 2, "seed": 1, "chunk_size": 64}
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    run_step("assoc.hebbian", params, {}, {"table": str(first)})
+    run_step("assoc.hebbian", params, {}, {"table": str(second)})
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_failing_step_writes_nothing(tmp_path):
+    with pytest.raises(KeyError):
+        run_step("assoc.hebbian", {"d": [8]}, {}, {"table": str(tmp_path / "x.csv")})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_input_is_named(tmp_path):
+    with pytest.raises(UsageError, match="input 'capacity' is missing"):
+        run_step("assoc.figure_rank", {}, {"capacity": str(tmp_path / "nope.csv")}, {})
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["nosuch.step"], "no experiment module"),
+        (["assoc.nosuch"], "has no step 'nosuch'"),
+        (["assoc.hebbian", "--params", "{not json"], "--params is not valid JSON"),
+        (["assoc.hebbian", "--output", "table"], "--output expects NAME=PATH"),
+    ],
+)
+def test_command_line_errors_are_clear(arguments, message):
+    done = subprocess.run([sys.executable, "-m", "factstore", *arguments], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr

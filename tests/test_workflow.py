@@ -1,0 +1,189 @@
+"""The workflow as a user runs it: lint, dry runs at every scale, the smoke run end to end,
+rerun-only-what-changed, and `dvc repro`. Runs in a fresh copy of the working tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import MIRROR, REPOSITORY
+
+pytestmark = pytest.mark.workflow
+SMOKE = "config/smoke.yaml"
+BIN = str(Path(sys.executable).parent)
+
+
+def run(*command: str, cwd: Path, extra_env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    env = os.environ | {"PATH": BIN + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1"} | (extra_env or {})
+    env.pop("FACTSTORE_CONFIG", None)
+    if MIRROR.is_dir():
+        env.setdefault("FACTSTORE_DATA_MIRROR", str(MIRROR))
+    env |= extra_env or {}
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+    return done
+
+
+def snakemake(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+    return run(sys.executable, "-m", "snakemake", *args, cwd=cwd, **kwargs)
+
+
+def planned_rules(output: str) -> dict[str, int]:
+    """Rule -> job count from the 'Job stats' table of a dry run."""
+    if "Nothing to be done" in output:
+        return {}
+    table = output.split("Job stats:")[1].split("Reasons:")[0]
+    rows = re.findall(r"^(\w+)\s+(\d+)$", table, flags=re.M)
+    return {rule: int(count) for rule, count in rows if rule != "total"}
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory) -> Path:
+    """A fresh copy of the tracked and not-ignored files, as a new git repository (like a clone)."""
+    listing = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPOSITORY, capture_output=True, text=True, check=True,
+    ).stdout.split("\0")
+    root = tmp_path_factory.mktemp("clone")
+    for name in filter(None, listing):
+        source = REPOSITORY / name
+        if source.is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / name)
+    for command in (["git", "init", "-q"], ["git", "add", "-A"],
+                    ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "clone"]):
+        subprocess.run(command, cwd=root, check=True, capture_output=True)
+    return root
+
+
+@pytest.fixture(scope="session")
+def smoke_run(workspace) -> Path:
+    if not MIRROR.is_dir():
+        pytest.skip("the smoke run needs the offline data mirror (FACTSTORE_DATA_MIRROR)")
+    snakemake("--cores", "2", "all", "--configfile", SMOKE, cwd=workspace)
+    return workspace
+
+
+def test_lint_is_clean():
+    done = snakemake("--lint", cwd=REPOSITORY, check=False)
+    assert "Lints for" not in done.stdout + done.stderr, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("config", ["config/smoke.yaml", "config/config.yaml", "config/paper.yaml"])
+def test_dry_run_of_figures_resolves(workspace, config):
+    snakemake("-n", "--nolock", "figures", "all", "--configfile", config, cwd=workspace)
+
+
+def test_bad_config_stops_with_the_key_named(workspace, tmp_path):
+    broken = yaml.safe_load((workspace / SMOKE).read_text())
+    broken["assoc"]["trained"]["sead"] = 3
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(broken))
+    done = snakemake("-n", "--nolock", "all", "--configfile", str(path), cwd=workspace, check=False)
+    assert done.returncode != 0
+    assert "assoc.trained: unknown key 'sead'" in done.stdout + done.stderr
+
+
+def test_smoke_run_yields_every_figure_and_the_claims(smoke_run):
+    done = snakemake("-n", "all", "--configfile", SMOKE, cwd=smoke_run)
+    assert planned_rules(done.stdout) == {}, "a finished run has nothing left to do"
+    pngs = sorted((smoke_run / "figures").glob("*.png"))
+    studies = {png.name.split("_")[0] for png in pngs}
+    assert {"assoc"} <= studies
+    for png in pngs:
+        assert png.stat().st_size > 10_000
+        assert png.with_suffix(".pdf").is_file()
+        provenance = json.loads(Path(f"{png}.prov.json").read_text())
+        assert provenance["git"]["commit"] != "unknown"
+    records = json.loads((smoke_run / "results/claims.json").read_text())
+    assert len(records) >= 34 and {r["status"] for r in records} <= {"PASS", "FAIL", "NOT RUN"}
+    by_id = {r["id"]: r for r in records}
+    for claim_id in ("S1.optimal-capacity", "S1.hebbian-typical", "S1.decoupled-equivalent", "S1.quarter-circle"):
+        assert by_id[claim_id]["status"] in {"PASS", "FAIL"} and by_id[claim_id]["measured"]
+    assert "| S1.hebbian-all |" in (smoke_run / "results/claims.md").read_text()
+
+
+def _touch(path: Path) -> tuple[float, float]:
+    before = path.stat()
+    later = time.time() + 5
+    os.utime(path, (later, later))
+    return before.st_atime, before.st_mtime
+
+
+ASSOC_FIGURE_RULES = {"assoc_figure_accuracy", "assoc_figure_capacity_extrapolation", "assoc_figure_spectrum",
+                      "assoc_figure_rank_capacity"}
+
+
+@pytest.mark.parametrize(
+    "module, must_rerun, must_not_rerun",
+    [
+        ("src/factstore/plots/assoc.py", ASSOC_FIGURE_RULES, ("fetch_", "prepare_", "data_", "assoc_trained",
+                                                               "assoc_hebbian", "assoc_summary", "claims", "ntk_", "attention_")),
+        ("src/factstore/data/prepare.py", {"prepare_goodreads", "prepare_wikipedia", "prepare_fewrel", "data_manifest"},
+         ("fetch_", "assoc_", "ntk_", "attention_")),
+        ("src/factstore/assoc.py", {"assoc_hebbian", "assoc_trained", "assoc_rank", "assoc_summary", "claims_report"}
+         | ASSOC_FIGURE_RULES, ("fetch_", "prepare_", "data_", "ntk_", "attention_")),
+    ],
+)
+def test_editing_a_module_reruns_exactly_its_dependents(smoke_run, module, must_rerun, must_not_rerun):
+    path = smoke_run / module
+    saved = _touch(path)
+    try:
+        done = snakemake("-n", "all", "--configfile", SMOKE, cwd=smoke_run)
+    finally:
+        os.utime(path, saved)
+    planned = set(planned_rules(done.stdout)) - {"all"}
+    assert must_rerun <= planned
+    unrelated = {rule for rule in planned - must_rerun if rule.startswith(must_not_rerun)}
+    assert not unrelated, f"editing {module} would also rerun {sorted(unrelated)}"
+
+
+def test_changing_a_parameter_reruns_only_what_reads_it(smoke_run, tmp_path):
+    changed = yaml.safe_load((smoke_run / SMOKE).read_text())
+    changed["assoc"]["capacity_accuracy"] = 0.95
+    path = tmp_path / "changed.yaml"
+    path.write_text(yaml.safe_dump(changed))
+    done = snakemake("-n", "all", "--configfile", str(path), cwd=smoke_run)
+    planned = set(planned_rules(done.stdout)) - {"all"}
+    assert "assoc_summary" in planned
+    assert not planned & {"assoc_trained", "assoc_hebbian", "assoc_rank", "fetch_file", "prepare_goodreads"}
+
+
+def test_dvc_stages_match_snakemake_targets(workspace):
+    stages = yaml.safe_load((workspace / "dvc.yaml").read_text())["stages"]
+    targets = set(snakemake("--list-target-rules", cwd=workspace).stdout.split())
+    produced = []
+    for name, stage in stages.items():
+        match = re.fullmatch(r"snakemake --cores all (\w+)", stage["cmd"])
+        assert match and match.group(1) == name and name in targets, stage["cmd"]
+        summary = snakemake("--nolock", "--summary", name, "--configfile", SMOKE, cwd=workspace).stdout
+        produced += [line.split("\t")[0] for line in summary.splitlines()[1:] if line.strip()]
+        outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage.get("outs", []) + stage.get("metrics", [])]
+        for out in outs:
+            assert any(path == out or path.startswith(out.rstrip("/") + "/") for path in produced), f"{name}: {out}"
+    all_outs = [next(iter(o)) if isinstance(o, dict) else o for s in stages.values() for o in s.get("outs", []) + s.get("metrics", [])]
+    for path in set(produced):
+        assert any(path == out or path.startswith(out + "/") for out in all_outs), f"{path} is not a DVC output"
+    for study in yaml.safe_load((workspace / SMOKE).read_text()):
+        if (workspace / f"workflow/rules/{study}.smk").is_file():
+            assert study in stages, f"study {study} has no DVC stage"
+
+
+def test_dvc_repro_on_the_smoke_config(smoke_run):
+    env = {"FACTSTORE_CONFIG": SMOKE}
+    run(sys.executable, "-m", "dvc", "repro", cwd=smoke_run, extra_env=env)
+    assert (smoke_run / "dvc.lock").is_file()
+    status = run(sys.executable, "-m", "dvc", "status", cwd=smoke_run, extra_env=env).stdout
+    assert "up to date" in status
+    metrics = run(sys.executable, "-m", "dvc", "metrics", "show", cwd=smoke_run, extra_env=env).stdout
+    assert "claims_summary.json" in metrics
