@@ -120,7 +120,10 @@ def run_step(
     context = StepContext(device=chosen, threads=threads)
 
     start = time.perf_counter()
-    results = step(params, {k: Path(v) for k, v in inputs.items()}, context)
+    try:
+        results = step(params, {k: Path(v) for k, v in inputs.items()}, context)
+    finally:
+        torch.set_flush_denormal(False)  # the process default: leave callers (tests) unaffected
     wall_time = time.perf_counter() - start
 
     missing = sorted(set(outputs) - set(results))

@@ -24,6 +24,8 @@ def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
     points (least squares through 0). Grey squares, right axis: trainable parameters.
     """
     points = capacity[capacity.sweep == sweep].sort_values("value")
+    if points.empty:
+        raise ValueError(f"the capacity table has no '{sweep}' sweep: add it to attention.sweeps in the config")
     kinds = [kind for kind in CONTEXT_LABELS if kind in set(points.context)]
     colours = style.palette([CONTEXT_LABELS[kind] for kind in kinds])
     fig, axes = style.figure(width=5.6, height=4.2)
@@ -47,8 +49,6 @@ def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
         style.theory_vline(ax, float(points["n_context"].iloc[0]), r"$d_h = n$", reference=True)
     ax.set_xlabel(AXIS_LABELS[sweep])
     ax.set_ylabel("memorisation capacity N* (examples)")
-    ax.set_xticks(sorted(points["value"].unique()))
-    ax.set_xlim(left=0)
     ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.35)  # headroom for the legend
 
     parameters = ax.twinx()
@@ -57,6 +57,8 @@ def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
     parameters.set_ylabel("trainable parameters W", color="0.4")
     parameters.set_ylim(bottom=0, top=counts["n_params"].max() * 1.35)
     parameters.grid(False)
+    ax.set_xticks(sorted(points["value"].unique()))
+    ax.set_xlim(0, points["value"].max() * 1.05)
     handles, labels = (sum(pair, []) for pair in zip(*(a.get_legend_handles_labels() for a in (ax, parameters))))
     ax.legend(handles, labels, loc="upper left", fontsize=7)
     style.caption(fig, _fixed_caption(points, sweep, params))
@@ -67,7 +69,7 @@ def _fixed_caption(points: pd.DataFrame, sweep: str, params: dict) -> str:
     symbols = {"d": "d", "heads": "H", "d_head": "d_h", "d_value": "d_v", "n_context": "n", "n_classes": "C"}
     fixed = ", ".join(f"{symbols[name]} = {points[name].iloc[0]}" for name in symbols if name != sweep)
     training = params["training"]
-    return (f"{fixed}; capacity: largest N at training accuracy >= {training['target_accuracy']:g} "
+    return (f"{fixed}; capacity: largest N at training accuracy >= {training['target_accuracy']:.0%} "
             f"(Adam, at most {training['max_steps']} full-batch steps, one seed)")
 
 
@@ -77,30 +79,36 @@ def assumptions(capacity: pd.DataFrame, params: dict):
     Left: smallest rank over all context matrices vs n (needed: n; at most d). Right: randomised
     Kruskal rank of the query vectors (needed: >= n), with the share of random n-subsets of full rank.
     """
-    data = capacity.drop_duplicates(["context", "d", "n_context"]).sort_values("n_context")
+    # Jobs on the same (context, d, n) share their data pool; keep the worst case over them.
+    data = capacity.groupby(["context", "d", "n_context"], as_index=False).agg(
+        context_rank_min=("context_rank_min", "min"), context_full_rank=("context_full_rank", "min"),
+        n_contexts=("n_contexts", "max"), kruskal_rank_estimate=("kruskal_rank_estimate", "min"),
+        kruskal_subsets_full_rank=("kruskal_subsets_full_rank", "min"), kruskal_subsets=("kruskal_subsets", "max"),
+    ).sort_values("n_context")
     kinds = [kind for kind in CONTEXT_LABELS if kind in set(data.context)]
     colours = style.palette([CONTEXT_LABELS[kind] for kind in kinds])
-    fig, axes = style.figure(ncols=2, width=4.0, height=3.4)
+    fig, axes = style.figure(ncols=2, width=4.4, height=3.6)
     left, right = axes[0]
     n_grid = np.arange(1, data["n_context"].max() + 1)
     d = int(data["d"].max())
-    offsets = dict(zip(kinds, np.linspace(-0.15, 0.15, len(kinds))))
+    offsets = dict(zip(kinds, np.linspace(-0.15, 0.15, len(kinds)) if len(kinds) > 1 else [0.0]))  # side by side
     for kind in kinds:
         here = data[data.context == kind]
         colour = colours[CONTEXT_LABELS[kind]]
         n = here["n_context"].to_numpy(float) + offsets[kind]
-        full = here["context_full_rank"].mean()
-        left.plot(n, here["context_rank_min"], "o", color=colour,
-                  label=f"{CONTEXT_LABELS[kind]} ({here['n_contexts'].max()} matrices, {full:.0%} of rank n)")
-        subsets = here["kruskal_subsets_full_rank"].mean()
+        full, matrices = here["context_full_rank"].min(), here["n_contexts"].max()
+        checked = "1 context" if matrices == 1 else f"<= {matrices} contexts"
+        left.plot(n, here["context_rank_min"], "o", color=colour, label=f"{kind} ({checked}): {full:.1%} of rank n")
+        subsets = here["kruskal_subsets_full_rank"].min()
         right.plot(n, here["kruskal_rank_estimate"], "o", color=colour,
-                   label=f"{CONTEXT_LABELS[kind]} ({subsets:.0%} of {here['kruskal_subsets'].iloc[0]} n-subsets of rank n)")
+                   label=f"{kind}: {subsets:.1%} of n-subsets of rank n")
     for ax in (left, right):
         ax.plot(n_grid, n_grid, **style.THEORY_STYLE, label="needed: n")
         style.theory_hline(ax, d, f"d = {d} (largest possible)", reference=True)
         ax.set_xlabel("context size n (tokens)")
-        ax.set_ylim(0, d * 1.15)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.set_xticks(sorted(data["n_context"].unique()))
+        ax.set_ylim(0, d * 1.5)  # headroom for the legend
+        ax.legend(fontsize=7, loc="upper left")
     left.set_ylabel("smallest rank of a context matrix E")
     left.set_title("context rank (assumption: n)")
     right.set_ylabel("Kruskal rank of the queries e (estimate)")

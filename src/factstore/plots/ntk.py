@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from factstore import ntk_theory
 from factstore.plots import style
 
-MEASURED_COLOR = "C0"
-NETWORK_COLOR = "C0"
-LINEARISED_COLOR = "0.1"
+LINEARISED_COLOR = "0.1"  # the linearised prediction is drawn dark and dashed over each coloured curve
 
 
 def _power_law_panel(ax, table: pd.DataFrame, x: str, y: str, label: str,
                      fit_from: float = -np.inf) -> tuple[np.ndarray, np.ndarray, float]:
     """Seeds as points, their mean as a line, and the power law fitted to the means at x >= fit_from
     (drawn over that range); returns (xs, means, slope)."""
-    palette = style.palette(["measured"])
-    color = palette["measured"]
+    color = style.palette(["measured"])["measured"]
     ax.scatter(table[x], table[y], s=12, alpha=0.35, color=color, linewidths=0, label=f"{label} (each seed)")
     means = table.groupby(x)[y].mean().sort_index()
     xs, ys = means.index.to_numpy(float), means.to_numpy(float)
@@ -50,7 +48,7 @@ def _seeds(table: pd.DataFrame) -> int:
     return table["seed"].nunique()
 
 
-def convergence(table: pd.DataFrame, params: dict) -> object:
+def convergence(table: pd.DataFrame, params: dict) -> Figure:
     """Relative Frobenius error of the empirical NTK at initialisation vs width, with the CLT's n^-1/2."""
     fig, axes = style.figure()
     ax = axes[0, 0]
@@ -65,7 +63,7 @@ def convergence(table: pd.DataFrame, params: dict) -> object:
     return fig
 
 
-def lazy_training(summary: pd.DataFrame, params: dict) -> object:
+def lazy_training(summary: pd.DataFrame, params: dict) -> Figure:
     """Relative NTK change over a fixed GD run vs width, with the n^-1/2 bound and the n^-1 rate."""
     fig, axes = style.figure()
     ax = axes[0, 0]
@@ -100,7 +98,7 @@ def _trajectory_panel(ax, trajectories: pd.DataFrame, width: int, learning_rate:
     ax.set_title(f"width n = {width}")
 
 
-def linearised(summary: pd.DataFrame, trajectories: pd.DataFrame, params: dict) -> object:
+def linearised(summary: pd.DataFrame, trajectories: pd.DataFrame, params: dict) -> Figure:
     """Left/middle: outputs over training at the narrowest and widest width, network vs
     f_t = f_0 + (I - exp(-eta Theta_0 t / N))(y - f_0). Right: their relative distance vs width."""
     fig, axes = style.figure(ncols=3, layout="constrained")
@@ -130,7 +128,7 @@ def linearised(summary: pd.DataFrame, trajectories: pd.DataFrame, params: dict) 
     return fig
 
 
-def kernel_scaling(table: pd.DataFrame, params: dict) -> object:
+def kernel_scaling(table: pd.DataFrame, params: dict) -> Figure:
     """Test error of ridgeless analytic-NTK regression vs training-set size, with a fitted power law."""
     fig, axes = style.figure()
     ax = axes[0, 0]

@@ -1,0 +1,231 @@
+"""Experiment steps of the NTK study (SPEC S2).
+
+Rules in workflow/rules/ntk.smk call these through `python -m factstore ntk.<step>`. The computing
+steps return tidy tables: `convergence` (empirical vs analytic NTK at init, all widths), `training`
+(one width per job: GD training, NTK change, linearised dynamics) and `scaling` (kernel regression
+learning curve); `summary` condenses them into the metrics config/claims.yaml checks; the figure
+steps draw them with factstore.plots.ntk.
+
+Random streams come from `derived_generator(seed, stream, ...)`: the training data of a seed
+index is the same at every width, and a job's numbers do not depend on which other jobs ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from factstore import ntk_theory as ntk
+from factstore.device import derived_generator
+from factstore.io import read_table
+
+DTYPE = torch.float64  # kernels are compared at the 1e-3 level; float64 keeps rounding out of it
+
+
+def _network(input_dim: int, width: int, generator: torch.Generator, device) -> tuple[ntk.TwoLayerReLU, ntk.Params]:
+    model = ntk.TwoLayerReLU(input_dim, width, generator, dtype=DTYPE).to(device)
+    return model, ntk.network_params(model)
+
+
+def _teacher_task(params: dict, seed: int, count: int, stream: str, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """`count` inputs on the sphere of radius sqrt(d) and the outputs of the seed's random
+    two-layer ReLU teacher (params: seed, input_dim, teacher_width). The teacher depends on the
+    seed only; `stream` names the input sample (training set of some size, test set)."""
+    teacher = ntk.random_teacher(params["input_dim"], params["teacher_width"],
+                                 derived_generator(params["seed"], "ntk-teacher", seed), DTYPE)
+    x = ntk.sphere_inputs(count, params["input_dim"], derived_generator(params["seed"], stream, seed, count), DTYPE)
+    return x.to(device), ntk.teacher_outputs(teacher, x).to(device)
+
+
+# ------------------------------------------------------------------------------ computing steps
+def convergence(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Relative Frobenius error of the empirical NTK at initialisation against the analytic one.
+
+    params: seed, input_dim, n_inputs, widths (list), seeds (int), chunk_size (examples per vmap
+    chunk, bounds the Jacobian's memory). The inputs are shared by all widths and seeds.
+    Returns {"table": rows (width, seed, rel_error)}.
+    """
+    device = context.device
+    x = ntk.sphere_inputs(params["n_inputs"], params["input_dim"],
+                          derived_generator(params["seed"], "ntk-convergence-inputs"), DTYPE).to(device)
+    theta = ntk.analytic_ntk(x)
+    rows = []
+    for seed in range(params["seeds"]):
+        for width in params["widths"]:
+            generator = derived_generator(params["seed"], "ntk-convergence-network", seed, width)
+            model, weights = _network(params["input_dim"], width, generator, device)
+            empirical = ntk.empirical_ntk(model, weights, x, chunk_size=params["chunk_size"])
+            rows.append({"width": width, "seed": seed, "rel_error": ntk.relative_frobenius_error(empirical, theta)})
+    return {"table": pd.DataFrame(rows)}
+
+
+def training(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Full-batch GD on L = ||f - y||^2 / (2N) at one width, every seed (a teacher task per seed).
+
+    params: seed, width, seeds (int), input_dim, n_train, teacher_width, learning_rate, steps,
+    n_records (evenly spaced times recorded), n_trajectories (training points whose outputs
+    are kept for the figure), chunk_size.
+    Returns {"summary": one row per seed with
+        kernel_change = ||Theta_T - Theta_0||_F / ||Theta_0||_F (empirical NTKs, training inputs);
+        linearised_error = ||f_net - f_lin||_F / ||f_lin - f_0||_F over all recorded times and
+            training points, f_lin = f_0 + (I - exp(-eta Theta_0 t / N))(y - f_0) with the
+            empirical NTK at init (the loss's 1/2N makes GD follow exactly this flow as eta -> 0);
+        discretisation_floor = the same distance between the discrete-GD and the gradient-flow
+            linear model, the part of linearised_error no width removes;
+        train_error = ||f_T - y|| / ||y||},
+    {"trajectories": rows (width, seed, sample, step, target, network, linearised)}.
+    """
+    device, width, steps, rate = context.device, params["width"], params["steps"], params["learning_rate"]
+    record_at = torch.linspace(0, steps, params["n_records"]).round().long().unique().tolist()
+    times = torch.tensor(record_at, device=device)
+    summary, trajectories = [], []
+    for seed in range(params["seeds"]):
+        x, y = _teacher_task(params, seed, params["n_train"], "ntk-train-inputs", device)
+        y = y / y.std()  # unit-variance targets: errors and learning rates mean the same at every d
+        generator = derived_generator(params["seed"], "ntk-training-network", seed, width)
+        model, initial = _network(params["input_dim"], width, generator, device)
+        final, outputs = ntk.train_full_batch_gd(model, initial, x, y, rate, steps, record_at)
+        theta_init = ntk.empirical_ntk(model, initial, x, chunk_size=params["chunk_size"])
+        theta_end = ntk.empirical_ntk(model, final, x, chunk_size=params["chunk_size"])
+        f0 = outputs[0]
+        flow = ntk.linearised_outputs(theta_init, f0, y, rate, times)
+        discrete = ntk.discrete_linearised_outputs(theta_init, f0, y, rate, times)
+        movement = (flow - f0).norm()
+        summary.append({
+            "width": width,
+            "seed": seed,
+            "kernel_change": ntk.relative_frobenius_error(theta_end, theta_init),
+            "linearised_error": float((outputs - flow).norm() / movement),
+            "discretisation_floor": float((discrete - flow).norm() / movement),
+            "train_error": float((outputs[-1] - y).norm() / y.norm()),
+        })
+        for sample in range(min(params["n_trajectories"], len(y))):
+            for index, step in enumerate(record_at):
+                trajectories.append({
+                    "width": width, "seed": seed, "sample": sample, "step": step, "target": float(y[sample]),
+                    "network": float(outputs[index, sample]), "linearised": float(flow[index, sample]),
+                })
+    return {"summary": pd.DataFrame(summary), "trajectories": pd.DataFrame(trajectories)}
+
+
+def scaling(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Ridgeless kernel regression with the analytic NTK on a two-layer ReLU teacher task.
+
+    params: seed, input_dim, teacher_width, train_sizes (list), n_test, seeds (int), ridge (a
+    jitter relative to the kernel's mean diagonal, for a stable solve; ~0 keeps it ridgeless).
+    Returns {"table": rows (train_size, seed, test_error)}, test_error = test mean squared error
+    over the target's mean square (1 = predicting zero). Each seed has its own teacher.
+    """
+    device = context.device
+    rows = []
+    for seed in range(params["seeds"]):
+        x_test, y_test = _teacher_task(params, seed, params["n_test"], "ntk-test-inputs", device)
+        for size in params["train_sizes"]:
+            x, y = _teacher_task(params, seed, size, "ntk-train-inputs", device)
+            k_train = ntk.analytic_ntk(x)
+            ridge = params["ridge"] * float(k_train.diagonal().mean())
+            prediction = ntk.kernel_regression(k_train, ntk.analytic_ntk(x_test, x), y, ridge=ridge)
+            error = float((prediction - y_test).pow(2).mean() / y_test.pow(2).mean())
+            rows.append({"train_size": size, "seed": seed, "test_error": error})
+    return {"table": pd.DataFrame(rows)}
+
+
+# ------------------------------------------------------------------------------ summary
+def _concat(inputs: dict[str, Path], prefix: str) -> pd.DataFrame:
+    tables = [read_table(path) for name, path in sorted(inputs.items()) if name.startswith(prefix)]
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+def _mean_curve(table: pd.DataFrame, key: str, value: str) -> pd.Series:
+    """Mean over seeds of `value` at each `key`, sorted by key."""
+    return table.groupby(key)[value].mean().sort_index()
+
+
+def _seeds_note(table: pd.DataFrame) -> str:
+    return f"mean over {table['seed'].nunique()} seeds"
+
+
+def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """The metrics the S2 claims are checked against (metric, value, detail).
+
+    inputs: convergence=..., scaling=..., training_<width>=... (summaries of the training jobs).
+    params: learning_rate (of the training jobs), fit_min_train_size: the scaling law is fitted
+    over P >= this (the asymptotic regime, after the first steep drop in which the low-degree
+    spherical harmonics are learnt); the fit over every P is reported too (suffix _all_sizes).
+    """
+    convergence_table = read_table(inputs["convergence"])
+    training_table = _concat(inputs, "training_")
+    scaling_table = read_table(inputs["scaling"])
+    rows = []
+
+    def metric(name: str, value: float, detail: str) -> None:
+        rows.append({"metric": name, "value": float(value), "detail": detail})
+
+    def slope(name: str, curve: pd.Series, what: str, table: pd.DataFrame) -> None:
+        exponent, prefactor, r2 = ntk.fit_power_law(curve.index.to_numpy(float), curve.to_numpy(float))
+        span = f"{curve.index.min()}..{curve.index.max()} ({len(curve)} points, {_seeds_note(table)})"
+        metric(f"{name}_slope", exponent, f"log-log slope of {what} over {span}; prefactor {prefactor:.4g}")
+        metric(f"{name}_r2", r2, f"R^2 of the log-log fit of {what}")
+
+    kernel_error = _mean_curve(convergence_table, "width", "rel_error")
+    slope("ntk_convergence", kernel_error, "||Theta_emp - Theta||_F / ||Theta||_F vs width", convergence_table)
+    metric("ntk_convergence_error_max_width", kernel_error.iloc[-1],
+           f"relative Frobenius error at width {kernel_error.index[-1]}, {_seeds_note(convergence_table)}")
+
+    kernel_change = _mean_curve(training_table, "width", "kernel_change")
+    slope("lazy_training", kernel_change, "||Theta_T - Theta_0||_F / ||Theta_0||_F vs width", training_table)
+    metric("lazy_training_change_max_width", kernel_change.iloc[-1],
+           f"relative NTK change over training at width {kernel_change.index[-1]}, {_seeds_note(training_table)}")
+
+    linearised = _mean_curve(training_table, "width", "linearised_error")
+    slope("linearised_error", linearised, "||f_net - f_lin||_F / ||f_lin - f_0||_F vs width", training_table)
+    metric("linearised_error_max_width", linearised.iloc[-1],
+           f"network vs linearised (exp formula) outputs at width {linearised.index[-1]}, {_seeds_note(training_table)}")
+    metric("linearised_discretisation_floor", training_table["discretisation_floor"].mean(),
+           f"discrete-GD vs gradient-flow linear model at lr {params['learning_rate']}: a floor no width removes")
+
+    test_error = _mean_curve(scaling_table, "train_size", "test_error")
+    asymptotic = test_error[test_error.index >= params["fit_min_train_size"]]
+    if len(asymptotic) < 2:
+        raise ValueError(f"ntk.scaling.fit_min_train_size = {params['fit_min_train_size']} leaves fewer than two "
+                         f"train_sizes ({test_error.index.tolist()}) to fit the power law over")
+    for suffix, curve in (("", asymptotic), ("_all_sizes", test_error)):
+        exponent, prefactor, r2 = ntk.fit_power_law(curve.index.to_numpy(float), curve.to_numpy(float))
+        span = f"P = {curve.index.min()}..{curve.index.max()} ({len(curve)} sizes), {_seeds_note(scaling_table)}"
+        metric(f"kernel_scaling_exponent{suffix}", exponent, f"relative test error ~ prefactor * P^exponent, {span}")
+        metric(f"kernel_scaling_r2{suffix}", r2, f"R^2 of the log-log fit of test error vs P, {span}")
+        metric(f"kernel_scaling_prefactor{suffix}", prefactor, f"prefactor of that fit, {span}")
+    return {"metrics": pd.DataFrame(rows, columns=["metric", "value", "detail"])}
+
+
+# Figure steps import the plotting module lazily, so editing a figure reruns only figure rules.
+
+
+def figure_convergence(params, inputs, context):
+    """Relative error of the empirical NTK at init vs width. inputs: table (from `convergence`)."""
+    from factstore.plots import ntk as plots, style
+
+    return style.outputs(plots.convergence(read_table(inputs["table"]), params))
+
+
+def figure_lazy(params, inputs, context):
+    """Relative NTK change during training vs width. inputs: training_<width> summaries."""
+    from factstore.plots import ntk as plots, style
+
+    return style.outputs(plots.lazy_training(_concat(inputs, "training_"), params))
+
+
+def figure_linearised(params, inputs, context):
+    """Network vs linearised outputs. inputs: training_<width> summaries, trajectories_<width>."""
+    from factstore.plots import ntk as plots, style
+
+    return style.outputs(plots.linearised(_concat(inputs, "training_"), _concat(inputs, "trajectories_"), params))
+
+
+def figure_scaling(params, inputs, context):
+    """Kernel-regression test error vs training-set size. inputs: table (from `scaling`)."""
+    from factstore.plots import ntk as plots, style
+
+    return style.outputs(plots.kernel_scaling(read_table(inputs["table"]), params))
