@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from factstore import io
-from factstore.__main__ import UsageError, run_step
+from factstore.__main__ import UsageError, main, run_step
 
 
 def test_atomic_path_leaves_nothing_on_failure(tmp_path):
@@ -63,12 +63,18 @@ def test_missing_input_is_named(tmp_path):
     "arguments, message",
     [
         (["nosuch.step"], "no experiment module"),
-        (["assoc.nosuch"], "has no step 'nosuch'"),
+        (["assoc.nosuch"], "experiment module 'assoc' has no step 'nosuch'"),
         (["assoc.hebbian", "--params", "{not json"], "--params is not valid JSON"),
         (["assoc.hebbian", "--output", "table"], "--output expects NAME=PATH"),
+        (["assoc.hebbian", "--threads", "0"], "--threads must be at least 1"),
     ],
 )
-def test_command_line_errors_are_clear(arguments, message):
-    done = subprocess.run([sys.executable, "-m", "factstore", *arguments], capture_output=True, text=True)
+def test_command_line_errors_are_clear(arguments, message, capsys):
+    assert main(arguments) == 2
+    assert f"factstore: error: {message}" in capsys.readouterr().err
+
+
+def test_the_real_command_line_exits_2_without_a_traceback():
+    done = subprocess.run([sys.executable, "-m", "factstore", "assoc.nosuch"], capture_output=True, text=True)
     assert done.returncode == 2
-    assert message in done.stderr and "Traceback" not in done.stderr
+    assert "has no step 'nosuch'" in done.stderr and "Traceback" not in done.stderr

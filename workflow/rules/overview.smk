@@ -1,0 +1,23 @@
+# Across all works: bits per parameter of every study that ran, side by side.
+
+FIGURES += [f"figures/overview_bits_per_parameter.{ext}" for ext in ("png", "pdf")]
+
+
+rule overview_bits_per_parameter:
+    input:
+        unpack(lambda w: {f"metrics_{study}": path for study, path in METRICS.items()}),
+        code=code("experiments/overview", "plots/style", "plots/overview"),
+    output:
+        table="results/overview/bits_per_parameter.csv",
+        png="figures/overview_bits_per_parameter.png",
+        pdf="figures/overview_bits_per_parameter.pdf",
+    params:
+        step="overview.bits_per_parameter",
+        json=as_json({}),
+        io=runner_io,
+    log:
+        "logs/overview_bits_per_parameter.log",
+    conda:
+        ENVIRONMENT
+    shell:
+        STEP
