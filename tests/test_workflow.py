@@ -113,11 +113,19 @@ def test_smoke_run_yields_every_figure_and_the_claims(smoke_run):
     assert "| S1.hebbian-all |" in (smoke_run / "results/claims.md").read_text()
 
 
-def _touch(path: Path) -> tuple[float, float]:
+def _edit(path: Path) -> tuple[bytes, float, float]:
+    """Really change a module (Snakemake ignores a newer mtime when the content's checksum is the same)."""
     before = path.stat()
+    content = path.read_bytes()
+    path.write_bytes(content + b"\n# an edit\n")
     later = time.time() + 5
     os.utime(path, (later, later))
-    return before.st_atime, before.st_mtime
+    return content, before.st_atime, before.st_mtime
+
+
+def _restore(path: Path, saved: tuple[bytes, float, float]) -> None:
+    path.write_bytes(saved[0])
+    os.utime(path, saved[1:])
 
 
 ASSOC_FIGURE_RULES = {"assoc_figure_accuracy", "assoc_figure_capacity_extrapolation", "assoc_figure_spectrum",
@@ -137,11 +145,11 @@ ASSOC_FIGURE_RULES = {"assoc_figure_accuracy", "assoc_figure_capacity_extrapolat
 )
 def test_editing_a_module_reruns_exactly_its_dependents(smoke_run, module, must_rerun, must_not_rerun):
     path = smoke_run / module
-    saved = _touch(path)
+    saved = _edit(path)
     try:
         done = snakemake("-n", "all", "--configfile", SMOKE, cwd=smoke_run)
     finally:
-        os.utime(path, saved)
+        _restore(path, saved)
     planned = set(planned_rules(done.stdout)) - {"all"}
     assert must_rerun <= planned
     unrelated = {rule for rule in planned - must_rerun if rule.startswith(must_not_rerun)}
