@@ -1,0 +1,244 @@
+"""Gradient-descent MLPs: the trained baseline every construction is compared with (SPEC S0).
+
+Architectures (bias-free, float32): gated g(x) = W_down ((W_main x) o sigma(W_gate x)) with
+sigma ReLU or identity (3 h d parameters), and plain g(x) = W_down sigma(W_in x) (2 h d).
+
+Loss: cross-entropy of the logits g(k_i) V^T against f(i) over ALL values, full batch, Adam with
+cosine decay from `lr` to `final_lr` over `max_steps`. The logits are formed in row chunks, ONCE
+per step: each chunk gives its loss, its share of d loss / d outputs (softmax - onehot) V / F,
+and its correct count, so the accuracy check is free and F x F logits never sit in memory
+(F = 2^14 is 1 GB of float32 logits). The gradient then flows through the MLP by one backward
+from the outputs.
+
+Protocols. PAPER_PROTOCOL is the follow-up paper's public setup: lr 1e-3, cosine to 1e-6,
+10,000 full-batch epochs (stopping only at 100% accuracy). FAST_PROTOCOL reaches the same
+capacity with far fewer steps by (i) stopping as soon as the accuracy target is met (checked
+every step at no cost), (ii) stopping a run that has not improved its best accuracy for
+`patience` steps -- the failing runs just below the threshold dominate a width search -- and
+(iii) a higher learning rate (3e-2) with a 3,000-step cosine horizon: at lr 1e-3 the MLPs near
+the threshold are still improving after 10,000 steps, so the long protocol UNDER-estimates the
+capacity. Warm starts across widths (`resize_hidden`, used by capacity.py) save a further
+~20% of the steps. Measured with benchmarks/bench_mlp.py (results/benchmarks/mlp.json, one
+thread, busy 2-core box):
+- F = 256, d = 32, whole width searches: fast + warm starts width 11 in 7,346 steps (23 s),
+  fast cold 11 in 9,049 steps, paper protocol cold 16 in 74,065 steps (125 s);
+- F = 2^10, d = 128: the fast search finds width 14 in 10,141 steps in all (381 s); the paper
+  protocol reaches only 88.7% (width 13) and 93.8% (width 14) after 10,000 steps each.
+
+`torch.set_flush_denormal(True)` is set while training: softmax tails turn denormal near
+convergence and slow the CPU 2.5-4x without changing the result (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from factstore.facts import FactSet
+from factstore.mlp.modules import GatedMLP, PlainMLP, parameter_count
+
+Architecture = Literal["gated", "plain"]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How long and how fast to train. patience=None never gives up before max_steps."""
+
+    lr: float
+    max_steps: int
+    final_lr: float = 1e-6
+    patience: int | None = None
+    name: str = ""
+
+
+PAPER_PROTOCOL = Protocol(lr=1e-3, max_steps=10_000, patience=None, name="paper")
+FAST_PROTOCOL = Protocol(lr=3e-2, max_steps=3_000, patience=400, name="fast")
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------
+
+
+def make_mlp(
+    architecture: Architecture, d_in: int, hidden: int, d_out: int, generator: torch.Generator,
+    activation: str = "relu", dtype: torch.dtype = torch.float32,
+) -> GatedMLP | PlainMLP:
+    """A bias-free MLP with nn.Linear's default init U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn
+    from `generator` (so runs are reproducible without touching the global RNG)."""
+    if architecture == "gated":
+        module: GatedMLP | PlainMLP = GatedMLP(d_in, hidden, d_out, activation, dtype=dtype)
+    elif architecture == "plain":
+        module = PlainMLP(d_in, hidden, d_out, activation, dtype=dtype)
+    else:
+        raise ValueError(f"unknown architecture '{architecture}' (use 'gated' or 'plain')")
+    with torch.no_grad():
+        for parameter in module.parameters():
+            bound = 1.0 / math.sqrt(parameter.shape[1])
+            parameter.copy_(torch.rand(parameter.shape, generator=generator, dtype=dtype) * 2 * bound - bound)
+    return module
+
+
+def _input_weights(module: GatedMLP | PlainMLP) -> list[nn.Linear]:
+    return [module.gate, module.main] if isinstance(module, GatedMLP) else [module.input]
+
+
+def _output_weight(module: GatedMLP | PlainMLP) -> nn.Linear:
+    return module.down if isinstance(module, GatedMLP) else module.output
+
+
+def unit_importance(module: GatedMLP | PlainMLP) -> Tensor:
+    """(h,): product of the norms of a unit's input rows and its output column."""
+    importance = _output_weight(module).weight.detach().norm(dim=0)
+    for layer in _input_weights(module):
+        importance = importance * layer.weight.detach().norm(dim=1)
+    return importance
+
+
+def resize_hidden(module: GatedMLP | PlainMLP, hidden: int, generator: torch.Generator) -> GatedMLP | PlainMLP:
+    """A warm start of width `hidden` from a trained MLP of another width.
+
+    Shrinking keeps the `hidden` most important units (unit_importance). Growing keeps every
+    unit and adds fresh ones with default-init input rows and a zero output column, so the
+    function is unchanged at the start and the new units still receive gradient.
+    """
+    architecture: Architecture = "gated" if isinstance(module, GatedMLP) else "plain"
+    dtype = _output_weight(module).weight.dtype
+    d_in, d_out = _input_weights(module)[0].in_features, _output_weight(module).out_features
+    resized = make_mlp(architecture, d_in, hidden, d_out, generator, module.activation, dtype)
+    kept = unit_importance(module).argsort(descending=True)[: min(hidden, module.hidden)]
+    with torch.no_grad():
+        for new_layer, old_layer in zip(_input_weights(resized), _input_weights(module), strict=True):
+            new_layer.weight[: len(kept)] = old_layer.weight[kept]
+        _output_weight(resized).weight.zero_()
+        _output_weight(resized).weight[:, : len(kept)] = _output_weight(module).weight[:, kept]
+    return resized
+
+
+# ---------------------------------------------------------------------------------------------
+# One pass of chunked logits: loss, gradient w.r.t. the outputs, correct count
+# ---------------------------------------------------------------------------------------------
+
+
+def default_chunk_size(n_values: int, max_elements: int = 2**22) -> int:
+    """Rows per logit chunk so a chunk holds at most max_elements logits (16 MB of float32)."""
+    return max(1, min(n_values, max_elements // max(n_values, 1)))
+
+
+def cross_entropy_pass(
+    outputs: Tensor, values: Tensor, fact_map: Tensor, chunk_size: int
+) -> tuple[float, Tensor, int]:
+    """(mean loss, d loss / d outputs (F, d_out), number of facts decoded right) in one pass.
+
+    outputs: (F, d_out) detached; values: (n_values, d_out); fact_map: (F,). Each chunk of
+    logits is formed once and reused in place: the target's logit is set aside so that one
+    amax gives the best competitor (a fact is decoded right when its target beats it strictly;
+    ties count as wrong, as in facts.py), then the chunk is shifted, exponentiated and
+    normalised into the softmax whose (softmax - onehot) V / F is the gradient.
+    """
+    n_facts = len(outputs)
+    gradient = torch.empty_like(outputs)
+    total_loss, n_correct = 0.0, 0
+    for start in range(0, n_facts, chunk_size):
+        rows = slice(start, start + chunk_size)
+        target = fact_map[rows].unsqueeze(1)
+        logits = outputs[rows] @ values.T
+        target_logit = logits.gather(1, target)
+        best_other = torch.amax(logits.scatter_(1, target, float("-inf")), dim=1, keepdim=True)
+        n_correct += int((target_logit > best_other).sum())
+        row_max = torch.maximum(target_logit, best_other)
+        # Clamp before exp (edit by the `mlp` study engineer): exp of float32 inputs below ~-87
+        # underflows through a slow scalar path (~10-25x slower than the vector path, with or
+        # without flush_denormal), which made late training steps 5-10x slower. exp(-80) ~ 2e-35
+        # changes no loss or gradient at float32 precision (the normaliser is >= 1).
+        exponentials = logits.scatter_(1, target, target_logit).sub_(row_max).clamp_min_(-80.0).exp_()
+        normaliser = exponentials.sum(dim=1, keepdim=True)
+        total_loss += float((normaliser.log() - (target_logit - row_max)).sum())
+        probabilities = exponentials.div_(normaliser)
+        probabilities.scatter_add_(1, target, -torch.ones_like(target_logit))
+        gradient[rows] = probabilities @ values / n_facts
+    return total_loss / n_facts, gradient, n_correct
+
+
+def cosine_lr(step: int, protocol: Protocol) -> float:
+    """lr at `step` of a cosine decay from protocol.lr to protocol.final_lr over max_steps."""
+    progress = min(step / max(protocol.max_steps, 1), 1.0)
+    return protocol.final_lr + (protocol.lr - protocol.final_lr) * (1 + math.cos(math.pi * progress)) / 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+
+
+def train(
+    fact_set: FactSet,
+    size: int,
+    generator: torch.Generator,
+    architecture: Architecture = "gated",
+    activation: str = "relu",
+    protocol: Protocol = FAST_PROTOCOL,
+    target: float = 1.0,
+    init: GatedMLP | PlainMLP | None = None,
+    chunk_size: int | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[GatedMLP | PlainMLP, int, dict]:
+    """Train a width-`size` MLP to store `fact_set`; return (module, n_params, info).
+
+    init: warm start (resized to `size` if its width differs); else a fresh default init.
+    Stops when the accuracy reaches `target`, when the best accuracy has not improved for
+    protocol.patience steps, or after protocol.max_steps updates. The module returned is the
+    best one seen (the one that met the target, if any). info: steps (updates made), seconds,
+    accuracy (of the returned module), loss, stop ('target' | 'plateau' | 'max_steps'),
+    protocol (its fields).
+    """
+    torch.set_flush_denormal(True)
+    started = time.perf_counter()
+    if init is None:
+        module = make_mlp(architecture, fact_set.key_dim, size, fact_set.value_dim, generator, activation, dtype)
+    else:
+        module = resize_hidden(init, size, generator) if init.hidden != size else copy.deepcopy(init)
+    keys = fact_set.keys.to(dtype)
+    values = fact_set.values.to(dtype)
+    fact_map = fact_set.fact_map
+    chunk_size = chunk_size or default_chunk_size(len(values))
+    optimizer = torch.optim.Adam(module.parameters(), lr=protocol.lr)
+
+    best_correct, best_step, best_state, best_loss = -1, 0, None, math.inf
+    stop, step = "max_steps", 0
+    for step in range(protocol.max_steps + 1):
+        outputs = module(keys)
+        loss, gradient, n_correct = cross_entropy_pass(outputs.detach(), values, fact_map, chunk_size)
+        if n_correct > best_correct:
+            best_correct, best_step, best_loss = n_correct, step, loss
+            best_state = copy.deepcopy(module.state_dict())
+        if n_correct >= target * fact_set.n_facts:
+            stop = "target"
+            break
+        if protocol.patience is not None and step - best_step >= protocol.patience:
+            stop = "plateau"
+            break
+        if step == protocol.max_steps:
+            break
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, protocol)
+        optimizer.zero_grad(set_to_none=True)
+        outputs.backward(gradient)
+        optimizer.step()
+
+    module.load_state_dict(best_state)
+    info = {
+        "steps": step,
+        "seconds": time.perf_counter() - started,
+        "accuracy": best_correct / fact_set.n_facts,
+        "loss": best_loss,
+        "stop": stop,
+        "protocol": asdict(protocol),
+    }
+    return module, parameter_count(module), info

@@ -1,0 +1,50 @@
+"""Lipschitz constant of a fact-storing MLP over its keys (SPEC S0 "Lipschitz constant").
+
+The seed estimates Lip(g) by the largest spectral norm of the Jacobian of g at 100 sampled keys;
+a Transformer can only use an MLP whose output does not swing wildly between nearby inputs, and
+whitening raises this constant. The pairwise ratio max ||g(x) - g(y)|| / ||x - y|| is a second,
+derivative-free lower bound on the same constant.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+def _sample_rows(n_rows: int, n_samples: int, generator: torch.Generator | None) -> Tensor:
+    """Indices of min(n_samples, n_rows) distinct rows, drawn with `generator`."""
+    return torch.randperm(n_rows, generator=generator)[: min(n_samples, n_rows)]
+
+
+def jacobian_norms(module: nn.Module, inputs: Tensor) -> Tensor:
+    """(n,) spectral norms ||J_g(x)||_2 of the Jacobians (d_out, d_in) at each input row.
+
+    inputs: (n, d_in), cast to the module's dtype. Jacobians come from torch.func.jacrev
+    vectorised over the rows with vmap (one reverse pass per output coordinate, batched).
+    """
+    dtype = next(module.parameters()).dtype
+    jacobians = torch.func.vmap(torch.func.jacrev(module))(inputs.to(dtype))  # (n, d_out, d_in)
+    return torch.linalg.matrix_norm(jacobians.detach(), ord=2)
+
+
+def lipschitz_estimate(
+    module: nn.Module, keys: Tensor, n_samples: int = 100, generator: torch.Generator | None = None
+) -> float:
+    """max over n_samples sampled keys k_i of ||J_g(k_i)||_2 (keys: (F, d_in))."""
+    rows = _sample_rows(len(keys), n_samples, generator)
+    return float(jacobian_norms(module, keys[rows]).max())
+
+
+def pairwise_lipschitz_estimate(
+    module: nn.Module, keys: Tensor, n_pairs: int = 1000, generator: torch.Generator | None = None
+) -> float:
+    """max over n_pairs random pairs of distinct keys of ||g(x) - g(y)|| / ||x - y||."""
+    dtype = next(module.parameters()).dtype
+    first = torch.randint(0, len(keys), (n_pairs,), generator=generator)
+    shift = torch.randint(1, len(keys), (n_pairs,), generator=generator)  # never pairs a key with itself
+    second = (first + shift) % len(keys)
+    x, y = keys[first].to(dtype), keys[second].to(dtype)
+    with torch.no_grad():
+        ratios = (module(x) - module(y)).norm(dim=1) / (x - y).norm(dim=1)
+    return float(ratios.max())

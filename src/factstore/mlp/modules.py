@@ -1,0 +1,192 @@
+"""The dense MLP modules every fact-storing method returns, and their activations.
+
+Constructions (NTK, encoder-decoder, Hebbian) and trained baselines (GD) all produce one of these
+plain `torch.nn.Module`s, so a parameter count is always `sum(p.numel() for p in m.parameters())`
+of the module that actually runs, and a Transformer can host any of them the same way.
+
+- `GatedMLP`:  g(x) = W_down (sigma(W_gate x + b_gate) o (W_main x + b_main)) + b_down
+- `PlainMLP`:  g(x) = W_out sigma(W_in x + b_in) + b_out
+- `LinearMemory`: g(x) = W x
+- `EncoderDecoderMLP`: a gated (or plain) encoder into an m-dimensional code, then a decoder
+  D (d_out x m): g(x) = D enc(x).
+
+Biases exist only where a method uses them (`bias=False` leaves them out of the count).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from scipy import integrate
+from torch import Tensor, nn
+
+from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, dot_product_accuracy
+
+ACTIVATIONS = ("relu", "silu", "identity", "hermite")
+
+
+def hermite_features(z: Tensor, degree: int) -> Tensor:
+    """h_k(z) = He_k(z) / sqrt(k!), the probabilists' Hermite polynomial normalised so that
+    E[h_j(z) h_k(z)] = delta_jk for z ~ N(0, 1).
+
+    Recurrence (stable, no factorials): h_0 = 1, h_1 = z,
+    h_{n+1} = (z h_n - sqrt(n) h_{n-1}) / sqrt(n + 1).
+    """
+    if degree < 0:
+        raise ValueError(f"Hermite degree must be >= 0, got {degree}")
+    previous, current = torch.ones_like(z), z
+    if degree == 0:
+        return previous
+    for n in range(1, degree):
+        previous, current = current, (z * current - math.sqrt(n) * previous) / math.sqrt(n + 1)
+    return current
+
+
+def activation_function(name: str, degree: int = 1) -> Callable[[Tensor], Tensor]:
+    """The elementwise nonlinearity called `name`; 'hermite' is h_degree (see hermite_features)."""
+    if name == "relu":
+        return torch.relu
+    if name == "silu":
+        return nn.functional.silu
+    if name == "identity":
+        return lambda z: z
+    if name == "hermite":
+        return lambda z: hermite_features(z, degree)
+    raise ValueError(f"unknown activation '{name}': use one of {ACTIVATIONS}")
+
+
+def activation_derivative(name: str, degree: int = 1) -> Callable[[Tensor], Tensor]:
+    """sigma'(z), used to know which gate a finite-difference unit pair emulates."""
+    if name == "relu":
+        return lambda z: (z > 0).to(z.dtype)
+    if name == "silu":
+        return lambda z: torch.sigmoid(z) * (1 + z * (1 - torch.sigmoid(z)))
+    if name == "identity":
+        return torch.ones_like
+    if name == "hermite":
+        # d/dz h_k = sqrt(k) h_{k-1} for the normalised Hermite polynomials.
+        return lambda z: math.sqrt(degree) * hermite_features(z, degree - 1) if degree else torch.zeros_like(z)
+    raise ValueError(f"unknown activation '{name}': use one of {ACTIVATIONS}")
+
+
+def gaussian_hermite_coefficient(function: Callable[[Tensor], Tensor], degree: int) -> float:
+    """c_k = E[f(z) h_k(z)] for z ~ N(0, 1), by adaptive quadrature split at the kink z = 0.
+
+    For unit vectors x, y and w ~ N(0, I): E_w[f(w.x) h_k(w.y)] = c_k <x, y>^k, so c_k is the
+    strength with which a random-feature construction of Hermite degree k sees each stored key.
+    """
+
+    def integrand(z: float) -> float:
+        point = torch.tensor([z], dtype=torch.float64)
+        gaussian_density = math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+        return float(function(point)[0] * hermite_features(point, degree)[0]) * gaussian_density
+
+    negative_half, _ = integrate.quad(integrand, -math.inf, 0.0, limit=200)
+    positive_half, _ = integrate.quad(integrand, 0.0, math.inf, limit=200)
+    return negative_half + positive_half
+
+
+class GatedMLP(nn.Module):
+    """g(x) = W_down (sigma(W_gate x + b_gate) o (W_main x + b_main)) + b_down.
+
+    Shapes: W_gate, W_main (hidden, d_in); W_down (d_out, hidden). With bias=False it is the
+    bias-free gated MLP of the NTK construction and of the GD baseline.
+    """
+
+    def __init__(
+        self, d_in: int, hidden: int, d_out: int, activation: str = "relu", degree: int = 1,
+        bias: bool = False, dtype: torch.dtype = torch.float64,
+    ) -> None:
+        super().__init__()
+        activation_function(activation, degree)  # validate the name early
+        self.activation, self.degree = activation, degree
+        self.gate = nn.Linear(d_in, hidden, bias=bias, dtype=dtype)
+        self.main = nn.Linear(d_in, hidden, bias=bias, dtype=dtype)
+        self.down = nn.Linear(hidden, d_out, bias=bias, dtype=dtype)
+
+    @property
+    def hidden(self) -> int:
+        return self.gate.out_features
+
+    def hidden_activity(self, x: Tensor) -> Tensor:
+        """(..., hidden): sigma(W_gate x + b_gate) o (W_main x + b_main)."""
+        sigma = activation_function(self.activation, self.degree)
+        return sigma(self.gate(x)) * self.main(x)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down(self.hidden_activity(x))
+
+
+class PlainMLP(nn.Module):
+    """g(x) = W_out sigma(W_in x + b_in) + b_out; W_in (hidden, d_in), W_out (d_out, hidden)."""
+
+    def __init__(
+        self, d_in: int, hidden: int, d_out: int, activation: str = "relu", degree: int = 1,
+        bias: bool = False, dtype: torch.dtype = torch.float64,
+    ) -> None:
+        super().__init__()
+        activation_function(activation, degree)
+        self.activation, self.degree = activation, degree
+        self.input = nn.Linear(d_in, hidden, bias=bias, dtype=dtype)
+        self.output = nn.Linear(hidden, d_out, bias=bias, dtype=dtype)
+
+    @property
+    def hidden(self) -> int:
+        return self.input.out_features
+
+    def forward(self, x: Tensor) -> Tensor:
+        sigma = activation_function(self.activation, self.degree)
+        return self.output(sigma(self.input(x)))
+
+
+class LinearMemory(nn.Module):
+    """g(x) = W x with W (d_out, d_in): the Hebbian / associative-memory baseline."""
+
+    def __init__(self, weight: Tensor) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(weight.clone())
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x @ self.weight.T
+
+
+class EncoderDecoderMLP(nn.Module):
+    """g(x) = D enc(x): an encoder into an m-dimensional code, then a linear decoder D (d_out, m).
+
+    `encoder` is a GatedMLP or PlainMLP with d_out = m (its last bias is b_E).
+    """
+
+    def __init__(self, encoder: nn.Module, decoder: Tensor) -> None:
+        super().__init__()
+        self.encoder = encoder
+        code_size = decoder.shape[1]
+        self.decoder = nn.Linear(code_size, decoder.shape[0], bias=False, dtype=decoder.dtype)
+        with torch.no_grad():
+            self.decoder.weight.copy_(decoder)
+
+    @property
+    def code_size(self) -> int:
+        return self.decoder.in_features
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.decoder(self.encoder(x))
+
+
+def parameter_count(module: nn.Module) -> int:
+    """Number of scalars in the module's parameters (what the capacity plots call W)."""
+    return sum(parameter.numel() for parameter in module.parameters())
+
+
+def module_outputs(module: nn.Module, inputs: Tensor, chunk_size: int = 4096) -> Tensor:
+    """(F, d_out): module(inputs) without gradients, in row chunks, in the module's dtype."""
+    dtype = next(module.parameters()).dtype
+    with torch.no_grad():
+        return torch.cat([module(inputs[start : start + chunk_size].to(dtype)) for start in range(0, len(inputs), chunk_size)])
+
+
+def module_accuracy(module: nn.Module, fact_set: FactSet, chunk_size: int = DEFAULT_CHUNK_SIZE) -> float:
+    """Accuracy of any fact-storing module on its own keys (dot-product decoding, all values)."""
+    outputs = module_outputs(module, fact_set.keys)
+    return dot_product_accuracy(outputs, fact_set.values, fact_set.fact_map, chunk_size)

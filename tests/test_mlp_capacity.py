@@ -1,0 +1,146 @@
+"""Capacity searches: generic bisection, the NTK prefix search, code sizes, GD width search."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from factstore.facts import FactSet, make_fact_set
+from factstore.mlp import encoder_decoder, gd, ntk
+from factstore.mlp.capacity import binary_search_width, doubling_search_width, smallest_width
+from factstore.mlp.modules import module_accuracy, parameter_count
+
+torch.set_num_threads(1)
+
+
+def fact_set(n_facts: int, dim: int, seed: int = 0) -> FactSet:
+    return make_fact_set(n_facts, dim, torch.Generator().manual_seed(seed))
+
+
+def generator(seed: int = 1) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def step_curve(threshold: int, below: float = 0.5):
+    """A monotone accuracy curve that reaches 1.0 exactly at `threshold`."""
+    return lambda width: 1.0 if width >= threshold else below * width / threshold
+
+
+# ---------------------------------------------------------------------------------------------
+# Generic searches
+# ---------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(low=st.integers(1, 50), span=st.integers(0, 5000), offset=st.integers(0, 6000))
+def test_binary_search_finds_the_threshold_of_a_monotone_curve(low, span, offset):
+    high, threshold = low + span, low + offset
+    width, evaluations = binary_search_width(step_curve(threshold), 1.0, low, high)
+    assert width == (threshold if threshold <= high else None)
+    assert len(evaluations) <= 1 + math.ceil(math.log2(span + 1))
+    assert all(w in range(low, high + 1) for w in evaluations)
+
+
+@settings(max_examples=200, deadline=None)
+@given(low=st.integers(1, 50), span=st.integers(0, 5000), offset=st.integers(0, 6000))
+def test_doubling_search_finds_the_threshold_of_a_monotone_curve(low, span, offset):
+    high, threshold = low + span, low + offset
+    width, evaluations = doubling_search_width(step_curve(threshold), 1.0, low, high)
+    assert width == (threshold if threshold <= high else None)
+    assert all(w in range(low, high + 1) for w in evaluations)
+    if width is not None:  # doubling, then bisection of the last doubling step
+        doubling = math.ceil(math.log2(threshold / low)) + 1
+        assert len(evaluations) <= doubling + math.ceil(math.log2(threshold))
+
+
+def test_binary_search_returns_the_target_crossing_for_partial_targets():
+    accuracy = lambda width: min(1.0, width / 1000)  # noqa: E731
+    width, _ = binary_search_width(accuracy, 0.99, 1, 4096)
+    assert width == 990
+
+
+# ---------------------------------------------------------------------------------------------
+# NTK: one pass over units
+# ---------------------------------------------------------------------------------------------
+
+
+def test_ntk_search_finds_a_boundary_of_the_prefix_accuracy_curve():
+    facts = fact_set(64, 32)
+    result = smallest_width("ntk", facts, 1.0, generator(2))
+    width = result.width
+    assert width is not None and result.evaluations[width] == 1.0
+    assert result.evaluations[width - 1] < 1.0  # bisection ends next to a failing probe
+    assert result.n_params == parameter_count(result.module) == 3 * width * 32
+    assert module_accuracy(result.module, facts) == 1.0
+    curve = ntk.accuracy_by_width(facts, [width - 1, width], generator(2))
+    assert curve == {width - 1: result.evaluations[width - 1], width: 1.0}
+
+
+def test_ntk_search_with_partial_target_and_degree_two():
+    facts = fact_set(96, 16)
+    result = smallest_width("ntk", facts, 0.9, generator(2), degree=2)
+    assert result.accuracy >= 0.9 and module_accuracy(result.module, facts) >= 0.9
+    assert result.evaluations[result.width - 1] < 0.9
+
+
+def test_ntk_search_reports_none_when_the_cap_is_too_small():
+    result = smallest_width("ntk", fact_set(64, 16), 1.0, generator(2), high=8)
+    assert result.width is None and result.module is None and max(result.evaluations) == 8
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoder-decoder: code sizes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_code_size_search_finds_the_smallest_decodable_code():
+    facts = fact_set(256, 32)
+    result = smallest_width("encoder_decoder", facts, 1.0, generator(4))
+    size = result.width
+    assert 1 < size <= 32 and module_accuracy(result.module, facts) == 1.0
+    assert result.module.code_size == size and result.n_params == parameter_count(result.module)
+    decoder = encoder_decoder.random_orthogonal(32, generator(4))
+    assert encoder_decoder.code_accuracy(facts, decoder[:, : size - 1], facts.values) < 1.0
+
+
+def test_plain_encoder_decoder_search():
+    facts = fact_set(64, 16)
+    result = smallest_width("encoder_decoder_plain", facts, 1.0, generator(4))
+    assert result.width is not None and module_accuracy(result.module, facts) == 1.0
+
+
+def test_generic_builder_search_for_the_finite_difference_ntk():
+    facts = fact_set(24, 16)
+    result = smallest_width("ntk_finite_difference", facts, 1.0, generator(3), high=4096)
+    assert result.width is not None and module_accuracy(result.module, facts) == 1.0
+    assert result.evaluations[result.width - 1] < 1.0 or result.width == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient descent
+# ---------------------------------------------------------------------------------------------
+
+
+def test_gd_width_search_with_warm_starts_on_a_tiny_set():
+    facts = fact_set(32, 16)
+    result = smallest_width("gd_gated", facts, 1.0, generator(5), low=1, high=32)
+    assert result.width is not None and result.evaluations[result.width] == 1.0
+    assert module_accuracy(result.module, facts) == 1.0
+    assert result.n_params == 3 * result.width * 16 and result.steps > 0
+    assert all(accuracy < 1.0 for width, accuracy in result.evaluations.items() if width < result.width)
+
+
+def test_fast_protocol_matches_a_long_run_at_one_small_size():
+    """The long (paper-like, lr 1e-3, no early stop) run and the fast protocol store the same
+    facts at the width where the long run succeeds, the fast one in far fewer steps."""
+    facts = fact_set(48, 16)
+    long_protocol = gd.Protocol(lr=1e-3, max_steps=4000, name="long")
+    width = 8
+    _, _, long_info = gd.train(facts, width, generator(6), protocol=long_protocol)
+    _, _, fast_info = gd.train(facts, width, generator(6), protocol=gd.FAST_PROTOCOL)
+    assert long_info["accuracy"] == 1.0
+    assert fast_info["accuracy"] == 1.0
+    assert fast_info["steps"] * 3 < long_info["steps"]
