@@ -247,7 +247,9 @@ def smallest_width(
         width, evaluations = ntk_smallest_width(fact_set, target, generator, low, high or 2**20, chunk_size, **options)
         module, n_params = _build_at(ntk.build, fact_set, width, generator, start_state, options)
     elif method in CODE_SIZE_METHODS:
-        width, evaluations, module, n_params = code_size_search(method, fact_set, target, generator, chunk_size, **options)
+        width, evaluations, module, n_params = code_size_search(
+            method, fact_set, target, generator, chunk_size, **options
+        )
     elif method in TRAINERS:
         width, evaluations, module, steps = trained_smallest_width(
             method, fact_set, target, generator, low, high or 2**14, **options

@@ -155,9 +155,10 @@ def solve_main_branch(keys: Tensor, gate_values: Tensor, codes: Tensor, solver: 
     - 'lstsq' (default, the SPEC's): torch.linalg.lstsq on X (F, n (d_in + 1)).
     - 'gram': theta = X^T y with (X X^T) y = codes, by Cholesky plus one step of iterative
       refinement. X X^T = ([K, 1] [K, 1]^T) o (S S^T) is formed without X, so memory is two
-      F x F matrices (Gram and its factor) at most, and it is ~4x faster (52 s vs 207 s at
-      F = 2^14, d = 128, one thread). Squaring the condition number costs accuracy that the
-      refinement step wins back (codes are met to ~1e-12).
+      F x F matrices (Gram and its factor) at most -- 4.1 GB at F = 2^14, as lstsq -- and it
+      is 4-13x faster there (48-52 s vs 207-651 s, d = 128, one thread on a busy box).
+      Squaring the condition number costs accuracy that the refinement step wins back (the
+      codes are met to ~1e-14 at F = 2^12).
     """
     n_keys, n_buckets = gate_values.shape
     augmented = torch.cat([keys, torch.ones(n_keys, 1, dtype=keys.dtype)], dim=1)

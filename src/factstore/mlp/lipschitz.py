@@ -4,6 +4,12 @@ The seed estimates Lip(g) by the largest spectral norm of the Jacobian of g at 1
 a Transformer can only use an MLP whose output does not swing wildly between nearby inputs, and
 whitening raises this constant. The pairwise ratio max ||g(x) - g(y)|| / ||x - y|| is a second,
 derivative-free lower bound on the same constant.
+
+Both scale with the MLP's outputs, while dot-product decoding does not (argmax_j <c g(x), v_j>
+is the same for every c > 0): an NTK MLP emits outputs of norm ~c_k / d_out and a GD MLP
+trained on cross-entropy inflates its outputs to sharpen the softmax. Compare methods at a
+common output scale (e.g. divide by the median ||g(k_i)||) unless the scale itself matters, as
+it does for a frozen MLP inside a Transformer.
 """
 
 from __future__ import annotations

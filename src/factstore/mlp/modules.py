@@ -183,7 +183,8 @@ def module_outputs(module: nn.Module, inputs: Tensor, chunk_size: int = 4096) ->
     """(F, d_out): module(inputs) without gradients, in row chunks, in the module's dtype."""
     dtype = next(module.parameters()).dtype
     with torch.no_grad():
-        return torch.cat([module(inputs[start : start + chunk_size].to(dtype)) for start in range(0, len(inputs), chunk_size)])
+        chunks = [inputs[start : start + chunk_size].to(dtype) for start in range(0, len(inputs), chunk_size)]
+        return torch.cat([module(chunk) for chunk in chunks])
 
 
 def module_accuracy(module: nn.Module, fact_set: FactSet, chunk_size: int = DEFAULT_CHUNK_SIZE) -> float:
