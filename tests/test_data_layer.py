@@ -49,6 +49,7 @@ def test_unreachable_source_names_every_attempt(tmp_path, monkeypatch):
 
 def test_download_with_wrong_bytes_is_retried_then_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(fetching, "_download", lambda url, target, timeout: target.write_bytes(b"not it"))
+    monkeypatch.delenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, raising=False)
     with pytest.raises(fetching.FetchError, match="sha256 mismatch"):
         fetching.fetch(SOURCES["goodbooks"], tmp_path / "b.csv", retries=2, backoff_s=0)
     assert list(tmp_path.iterdir()) == []
