@@ -1,0 +1,216 @@
+"""Figures of the fact-storing MLP study (SPEC S0): capacity scaling, bits per parameter,
+anisotropy and whitening. Every function takes the tidy results table of `mlp.summary`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from factstore.experiments.mlp import METHOD_SPECS, fitted_params, information_bound, spec_bits
+from factstore.plots import style
+
+MARKERS = {"ntk": "o", "ntk_ustar": "s", "ed_gated": "D", "ed_gated_v": "d", "ed_plain": "^", "gd_gated": "v", "gd_plain": "P"}
+
+
+def _colours(methods=None) -> dict:
+    """One colour per method, the same in every figure of the study."""
+    return style.palette(list(METHOD_SPECS))
+
+
+def _label(method: str) -> str:
+    return METHOD_SPECS[method].label
+
+
+def _target_label(target: float) -> str:
+    return f"accuracy $\\geq$ {100 * target:g}%"
+
+
+def _per_group(rows: pd.DataFrame, x: str) -> pd.DataFrame:
+    """Mean, min and max W over replicates per x; stored only where every replicate stored."""
+    grouped = rows.groupby(x)
+    out = grouped.agg(mean=("n_params", "mean"), low=("n_params", "min"), high=("n_params", "max"),
+                      stored=("stored", "all"), cap=("params_at_cap", "max"), best=("best_accuracy", "mean"),
+                      rho=("rho", "mean"), fpp=("facts_per_parameter", "mean"),
+                      lipschitz=("lipschitz_relative", "mean")).reset_index()
+    return out
+
+
+def _plot_counts(ax, rows: pd.DataFrame, x: str, method: str, colour, label: bool = True) -> None:
+    """Seed-mean W with min-max bars where stored; the cap (a lower bound) with an up-caret where not."""
+    groups = _per_group(rows, x)
+    stored = groups[groups.stored]
+    errors = [(stored["mean"] - stored["low"]).clip(lower=0), (stored["high"] - stored["mean"]).clip(lower=0)]
+    ax.errorbar(stored[x], stored["mean"], yerr=errors,
+                marker=MARKERS.get(method, "o"), ms=4, capsize=2, color=colour, label=_label(method) if label else None)
+    failed = groups[~groups.stored & groups.cap.notna()]
+    if len(failed):  # nudged sideways per method so that carets at the same cap stay visible
+        nudge = 1.04 ** (list(METHOD_SPECS).index(method) - 3)
+        ax.plot(failed[x] * nudge, failed["cap"], linestyle="none", marker=6, ms=9, color=colour, markerfacecolor="none")
+
+
+def capacity_scaling(results: pd.DataFrame, fits: pd.DataFrame, params: dict):
+    """Smallest parameter count W against F (log-log), one panel per target, with fits and bounds."""
+    table = results[results.experiment == "capacity"]
+    targets = sorted(table.target.unique())
+    fig, axes = style.figure(ncols=len(targets), width=4.4, height=3.8, sharey=True)
+    colours = _colours(table.method)
+    bits = params["bits_per_parameter_assumed"]
+    grid = np.geomspace(table.F.min(), table.F.max(), 60)
+    for ax, target in zip(axes[0], targets):
+        here = table[table.target == target]
+        for method in [m for m in METHOD_SPECS if m in set(here.method)]:
+            _plot_counts(ax, here[here.method == method], "F", method, colours[method])
+            fit = fits[(fits.method == method) & (fits.target == target)]
+            if len(fit) and np.isfinite(fit.C.iloc[0]) and fit.C.iloc[0] > 0:  # C <= 0: no F log F growth to draw
+                ax.plot(grid, fitted_params(grid, fit.iloc[0]), color=colours[method], linewidth=0.8, alpha=0.6, linestyle="-.")
+        ax.plot(grid, spec_bits(grid) / bits, **style.REFERENCE_STYLE,
+                label=f"$F\\log_2 F / {bits:g}$: {bits:g} bits per parameter (random map)")
+        ax.plot(grid, information_bound(grid, bits), **style.THEORY_STYLE,
+                label=f"counting bound $\\log_2(F!) / {bits:g}$ (permutation, $\\leq$ {bits:g} bits per parameter)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("number of facts $F$")
+        ax.set_title(_target_label(target))
+    axes[0][0].set_ylabel("smallest parameter count $W$")
+    axes[0][0].plot([], [], color="0.3", linewidth=0.8, linestyle="-.", label="fit $W = C F(\\log_2 F + b)$ per method")
+    axes[0][0].plot([], [], linestyle="none", marker=6, ms=9, color="0.3", markerfacecolor="none",
+                    label="not stored within the width cap (W above)")
+    style.shared_legend(fig, axes)
+    section = params["capacity"]
+    style.caption(fig, f"spherical keys and values, d = {section['d']}, random permutation map; mean over {section['seeds']} "
+                       f"seeds (bars: min-max); NTK Hermite degree {params['ntk_degree']}")
+    return fig
+
+
+def bits_per_parameter(results: pd.DataFrame, params: dict):
+    """Facts per parameter and bits per parameter (F log2 F / W) against F, for every method."""
+    table = results[(results.experiment == "capacity") & results.stored]
+    targets = sorted(table.target.unique())
+    fig, axes = style.figure(ncols=2, width=4.2, height=3.6)
+    left, right = axes[0]
+    colours = _colours(table.method)
+    styles = dict(zip(targets, ["-", "-.", ":"]))
+    for method in [m for m in METHOD_SPECS if m in set(table.method)]:
+        for target in targets:
+            rows = table[(table.method == method) & (table.target == target)].groupby("F")
+            mean = rows[["facts_per_parameter", "bits_per_parameter"]].mean()
+            label = _label(method) if target == params["main_target"] else None
+            kwargs = dict(color=colours[method], linestyle=styles[target], marker=MARKERS.get(method, "o"), ms=3)
+            left.plot(mean.index, mean.facts_per_parameter, label=label, **kwargs)
+            right.plot(mean.index, mean.bits_per_parameter, **kwargs)
+    for target in targets:
+        left.plot([], [], color="0.4", linestyle=styles[target], label=_target_label(target))
+    bits = params["bits_per_parameter_assumed"]
+    style.theory_hline(right, bits, f"{bits:g} bits per parameter (assumed ceiling of the bound)")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("number of facts $F$")
+    left.set_ylabel("facts per parameter $F / W$")
+    right.set_ylabel("bits per parameter $F \\log_2 F / W$")
+    style.shared_legend(fig, axes)
+    section = params["capacity"]
+    style.caption(fig, f"spherical facts, d = {section['d']}, mean over {section['seeds']} seeds; stored points only")
+    return fig
+
+
+def anisotropy(results: pd.DataFrame, params: dict):
+    """2 x 2 panels against the value condition number kappa: W of every method; rho(V); the NTK's
+    best accuracy within its width cap; the facts-per-parameter gain of U* for the NTK."""
+    table = results[results.experiment == "anisotropy"]
+    section = params["anisotropy"]
+    main = table[table.F == section["n_facts"]]
+    fig, axes = style.figure(ncols=2, nrows=2, width=4.3, height=3.3)
+    (counts, decodability), (accuracy, gain_ax) = axes
+    colours = _colours()
+    for method in [m for m in METHOD_SPECS if m in set(main.method)]:
+        _plot_counts(counts, main[main.method == method], "kappa", method, colours[method])
+    counts.plot([], [], linestyle="none", marker=6, ms=9, color="0.3", markerfacecolor="none",
+                label="not stored within the width cap (W above)")
+    counts.set_yscale("log")
+    counts.set_ylabel("smallest parameter count $W$")
+    counts.set_title(f"(a) F = {section['n_facts']}, {_target_label(section['target'])}")
+
+    for n_facts, rows in table.groupby("F"):
+        rho = rows.groupby("kappa").rho.agg(["mean", "min", "max"])
+        decodability.errorbar(rho.index, rho["mean"], yerr=[(rho["mean"] - rho["min"]).clip(lower=0), (rho["max"] - rho["mean"]).clip(lower=0)],
+                              marker="x", ms=4, capsize=2, label=f"$\\rho(V)$, F = {n_facts}")
+    decodability.set_ylim(bottom=0)
+    decodability.set_ylabel("decodability $\\rho(V)$")
+    decodability.set_title("(b) decodability of the values")
+
+    ntk_rows = table[table.method.isin(["ntk", "ntk_ustar"])]
+    sizes = sorted(ntk_rows.F.unique())
+    line_styles = dict(zip(sizes, [":", "--", "-", "-."] * 3))
+    for (method, n_facts), rows in ntk_rows.groupby(["method", "F"]):
+        best = rows.groupby("kappa").best_accuracy.mean()
+        accuracy.plot(best.index, best.values, color=colours[method], linestyle=line_styles[n_facts], marker=MARKERS[method], ms=3)
+    for n_facts in sizes:
+        accuracy.plot([], [], color="0.4", linestyle=line_styles[n_facts], label=f"NTK runs at F = {n_facts}")
+    style.theory_hline(accuracy, 1.0, "perfect storage")
+    accuracy.set_ylabel(f"best accuracy, $\\leq$ {params['search']['ntk_max_width']} units")
+    accuracy.set_title("(c) NTK within its width cap")
+
+    pair = ntk_rows.groupby(["method", "F", "kappa"]).agg(w=("n_params", "mean"), ok=("stored", "all")).reset_index()
+    pair.loc[~pair.ok, "w"] = np.nan
+    wide = pair.pivot_table(index=["F", "kappa"], columns="method", values="w")
+    if {"ntk", "ntk_ustar"} <= set(wide.columns):
+        gain = (wide["ntk"] / wide["ntk_ustar"]).dropna()
+        for n_facts in sizes:
+            if n_facts in gain.index.get_level_values("F"):
+                here = gain.xs(n_facts, level="F")
+                gain_ax.plot(here.index, here.values, color=colours["ntk_ustar"], linestyle=line_styles[n_facts], marker="s", ms=3)
+    gain_ax.axhspan(2, 4, color="0.88", label="claimed U* gain 2-4x")
+    style.theory_hline(gain_ax, 1.0, reference=True)
+    gain_ax.set_yscale("log", base=2)
+    gain_ax.set_ylabel("$W_{NTK} / W_{NTK+U^*}$ where both store")
+    gain_ax.set_title("(d) U* gain for the NTK")
+    for ax in axes.flat:
+        ax.set_xscale("log")
+        ax.set_xlabel("value condition number $\\kappa$")
+    style.shared_legend(fig, axes)
+    style.caption(fig, f"spherical keys; values with singular values linspace(1, 1/kappa), d = {section['d']}; mean over "
+                       f"{section['seeds']} seeds (bars: min-max); NTK Hermite degree {params['ntk_degree']}")
+    return fig
+
+
+def whitening(results: pd.DataFrame, params: dict):
+    """Facts per parameter, the relative Lipschitz constant and rho(V) against alpha."""
+    table = results[results.experiment == "whitening"].sort_values("alpha")
+    section = params["whitening"]
+    fig, axes = style.figure(ncols=3, width=4.0, height=3.4)
+    capacity_ax, lipschitz_ax, rho_ax = axes[0]
+    colours = _colours()
+    positive = table.facts_per_parameter[table.facts_per_parameter > 0]
+    floor = positive.min() / 3 if len(positive) else 1e-6
+    for method in [m for m in METHOD_SPECS if m in set(table.method)]:
+        rows = table[table.method == method]
+        stored, failed = rows[rows.stored], rows[~rows.stored]
+        capacity_ax.plot(stored.alpha, stored.facts_per_parameter, color=colours[method], marker=MARKERS[method], ms=4,
+                         label=_label(method))
+        capacity_ax.plot(failed.alpha, np.full(len(failed), floor), linestyle="none", marker="x", ms=7, color=colours[method])
+        lipschitz_ax.plot(rows.alpha, rows.lipschitz_relative, color=colours[method], marker=MARKERS[method], ms=4)
+        lipschitz_ax.plot(failed.alpha, failed.lipschitz_relative, linestyle="none", marker="o", ms=10,
+                          markerfacecolor="none", color=colours[method])
+    capacity_ax.plot([], [], linestyle="none", marker="x", ms=7, color="0.3", label="not stored within the width cap (x)")
+    lipschitz_ax.plot([], [], linestyle="none", marker="o", ms=10, markerfacecolor="none", color="0.3",
+                      label="ringed: MLP at the width cap, not storing")
+    capacity_ax.set_yscale("log")
+    capacity_ax.set_ylabel("facts per parameter $F / W$")
+    capacity_ax.set_title(f"(a) capacity, {_target_label(section['target'])}")
+    lipschitz_ax.set_yscale("log")
+    lipschitz_ax.set_ylabel("Lipschitz constant / RMS output norm")
+    lipschitz_ax.set_title("(b) Lipschitz constant")
+    rho = table.groupby("alpha").rho.mean()
+    rho_ax.plot(rho.index, rho.values, color="0.3", marker="x", label="decodability $\\rho(V)$ of the whitened values")
+    rho_ax.set_ylim(bottom=0)
+    rho_ax.set_ylabel("decodability $\\rho(V)$")
+    rho_ax.set_title("(c) decodability")
+    for ax in axes.flat:
+        ax.set_xlabel("whitening strength $\\alpha$")
+    style.shared_legend(fig, axes)
+    n_facts = int(table.F.iloc[0]) if len(table) else 0
+    style.caption(fig, f"MiniLM embeddings of {n_facts} Goodreads titles (keys) and their authors (values), d = 384; keys and values "
+                       f"whitened with the same alpha, MLP folded back to the original basis\nLip = max Jacobian spectral norm over "
+                       f"{section['lipschitz_samples']} keys, at each MLP's smallest storing width; RMS over all keys")
+    return fig

