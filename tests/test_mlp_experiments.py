@@ -211,13 +211,13 @@ def test_anisotropy_step_runs_every_method_and_the_ntk_at_extra_sizes(tmp_path):
 
 def test_whitening_step_folds_and_measures_the_lipschitz_constant(tmp_path):
     fake_embeddings(tmp_path / "embeddings.npz")
-    section = {"target": 1.0, "methods": ["ntk", "ed_gated", "gd_gated"], "lipschitz_samples": 5, "ntk_max_width": 2048}
+    section = {"seeds": 2, "target": 1.0, "methods": ["ntk", "ed_gated", "gd_gated"], "lipschitz_samples": 5, "ntk_max_width": 2048}
     run_step("mlp.whitening", tiny_params(alpha=0.5, whitening=section), {"embeddings": str(tmp_path / "embeddings.npz")},
              {"table": str(tmp_path / "table.csv")})
     table = pd.read_csv(tmp_path / "table.csv")
     assert list(table.columns) == mlp.TABLE_COLUMNS
     assert set(table.method) == {"ntk", "ed_gated", "gd_gated"} and (table.alpha == 0.5).all()
-    assert (table.d == 24).all() and (table.F == 48).all()
+    assert (table.d == 24).all() and (table.F == 48).all() and set(table.replicate) == {0, 1}
     assert np.isfinite(table.lipschitz).all() and (table.lipschitz_relative > 0).all()
 
 

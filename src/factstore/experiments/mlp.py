@@ -593,11 +593,12 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     """Capacity and Lipschitz constant at one whitening strength alpha on the MiniLM fact set.
 
     inputs: embeddings (.npz of the `embeddings` step). params: alpha, seed, ntk_degree, search,
-    gd, whitening section (target, methods, lipschitz_samples, ntk_max_width). Keys and values are whitened with
+    gd, whitening section (seeds, target, methods, lipschitz_samples, ntk_max_width). Keys and values are whitened with
     the same alpha (ZCA on the uncentred second moment, scale kept; geometry.py), each MLP is
     built on the whitened set, folded back so it reads original keys and writes for the original
     values, checked to decode exactly the same facts there, and its Lipschitz constant measured
-    on the ORIGINAL keys. Fact map: each book to its own author (the real one-to-one map).
+    on the ORIGINAL keys. Fact map: each book to its own author (the real one-to-one map). The
+    data are fixed, so `seeds` replicates redraw only the MLPs' randomness (and the sampled keys).
     """
     section, alpha = params["whitening"], float(params["alpha"])
     archive = load_embeddings(inputs["embeddings"])
@@ -609,24 +610,24 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     value_targets, margins = margin_optimal_targets(facts.values)
     rho = float(margins.min())
     rows = []
-    for method in section["methods"]:
-        seed_parts = (params["seed"], "mlp-method", method, "whitening", facts.n_facts, alpha)
-        results = search_method(method, facts, [section["target"]], seed_parts, params, value_targets, build_modules=True)
-        for target, result in results.items():
-            row = result_row(result, facts, experiment="whitening", method=method, replicate=0, kappa=math.nan,
-                             alpha=alpha, target=target, rho=rho)
-            if result.module is not None:
-                folded = fold_module(result.module, key_transform, value_transform)
-                whitened_ok = _stored(result.module, facts)
-                original_ok = _stored(folded, original)
-                if not torch.equal(whitened_ok, original_ok):
-                    raise RuntimeError(f"{method}: the folded MLP decodes other facts than the whitened one")
-                lipschitz, relative, rms = lipschitz_constants(
-                    folded, original.keys, section["lipschitz_samples"], derived_generator(params["seed"], "mlp-lipschitz", alpha))
-                row |= {"lipschitz": lipschitz, "lipschitz_relative": relative, "output_rms": rms}
-            rows.append(row)
-            print(f"alpha={alpha:g} {method}: W={result.n_params}, Lip={row['lipschitz']:.4g}, "
-                  f"Lip/rms={row['lipschitz_relative']:.4g} ({result.seconds:.1f} s)", flush=True)
+    for replicate in range(section["seeds"]):  # the fact set is the data; replicates redraw the MLPs
+        for method in section["methods"]:
+            seed_parts = (params["seed"], "mlp-method", method, "whitening", facts.n_facts, alpha, replicate)
+            results = search_method(method, facts, [section["target"]], seed_parts, params, value_targets, build_modules=True)
+            for target, result in results.items():
+                row = result_row(result, facts, experiment="whitening", method=method, replicate=replicate,
+                                 kappa=math.nan, alpha=alpha, target=target, rho=rho)
+                if result.module is not None:
+                    folded = fold_module(result.module, key_transform, value_transform)
+                    if not torch.equal(_stored(result.module, facts), _stored(folded, original)):
+                        raise RuntimeError(f"{method}: the folded MLP decodes other facts than the whitened one")
+                    lipschitz, relative, rms = lipschitz_constants(
+                        folded, original.keys, section["lipschitz_samples"],
+                        derived_generator(params["seed"], "mlp-lipschitz", alpha, replicate))
+                    row |= {"lipschitz": lipschitz, "lipschitz_relative": relative, "output_rms": rms}
+                rows.append(row)
+                print(f"alpha={alpha:g} replicate {replicate} {method}: W={result.n_params}, Lip={row['lipschitz']:.4g}, "
+                      f"Lip/rms={row['lipschitz_relative']:.4g} ({result.seconds:.1f} s)", flush=True)
     return {"table": _tidy(rows)}
 
 
@@ -827,26 +828,25 @@ def _whitening_metrics(table: pd.DataFrame, metric) -> None:
     if table.empty:
         return
     setting = (f"MiniLM Goodreads facts, F = {int(table.F.iloc[0])}, d = {int(table.d.iloc[0])}, "
-               f"alpha in {[float(a) for a in sorted(table.alpha.unique())]}")
+               f"alpha in {[float(a) for a in sorted(table.alpha.unique())]}, mean over {table.replicate.nunique()} seeds")
     for method, group in table.groupby("method"):
-        group = group.sort_values("alpha")
-        metric(f"whitening_capacity_spearman_{method}", spearman(group.alpha, group.facts_per_parameter),
+        # per alpha: mean facts per parameter (0 where a seed did not store) and mean Lipschitz constants
+        means = group.groupby("alpha")[["facts_per_parameter", "lipschitz", "lipschitz_relative", "rho"]].mean().reset_index()
+        metric(f"whitening_capacity_spearman_{method}", spearman(means.alpha, means.facts_per_parameter),
                f"Spearman(alpha, F / W) with F / W = 0 where not stored; {setting}")
-        lip = group.dropna(subset=["lipschitz_relative"])
+        lip = means.dropna(subset=["lipschitz_relative"])
         if len(lip) >= 3:
             metric(f"whitening_lipschitz_spearman_{method}", spearman(lip.alpha, lip.lipschitz_relative),
                    "Spearman(alpha, Lip / RMS output) of the folded MLP at its smallest storing width (the cap if none)")
             metric(f"whitening_lipschitz_raw_spearman_{method}", spearman(lip.alpha, lip.lipschitz),
                    "Spearman(alpha, Lip) without the output-scale normalisation")
-        first, last = group.iloc[0], group.iloc[-1]
+        first, last = means.iloc[0], means.iloc[-1]
         metric(f"whitening_capacity_gain_{method}",
                last.facts_per_parameter / first.facts_per_parameter if first.facts_per_parameter > 0 else math.inf,
                f"F / W at alpha = {last.alpha:g} over alpha = {first.alpha:g} (inf: not stored at alpha = {first.alpha:g})")
-    rows = table.dropna(subset=["rho"]).sort_values("alpha")
-    for method in table.method.unique():
-        here = rows[(rows.method == method) & rows.stored]
-        if here.rho.nunique() >= 3:
-            metric(f"rho_spearman_whitening_{method}", spearman(here.rho, here.facts_per_parameter),
+        stored = means[means.facts_per_parameter > 0]
+        if stored.rho.nunique() >= 3:
+            metric(f"rho_spearman_whitening_{method}", spearman(stored.rho, stored.facts_per_parameter),
                    f"Spearman(rho(V), F / W) over the whitening strengths; {setting}")
 
 

@@ -131,10 +131,12 @@ def anisotropy(results: pd.DataFrame, params: dict):
     counts.set_ylabel("smallest parameter count $W$")
     counts.set_title(f"(a) F = {section['n_facts']}, {_target_label(section['target'])}")
 
+    greys = dict(zip(sorted(table.F.unique()), ["0.65", "0.4", "0.1", "0.55", "0.25"] * 3))
     for n_facts, rows in table.groupby("F"):
         rho = rows.groupby("kappa").rho.agg(["mean", "min", "max"])
-        decodability.errorbar(rho.index, rho["mean"], yerr=[(rho["mean"] - rho["min"]).clip(lower=0), (rho["max"] - rho["mean"]).clip(lower=0)],
-                              marker="x", ms=4, capsize=2, label=f"$\\rho(V)$, F = {n_facts}")
+        errors = [(rho["mean"] - rho["min"]).clip(lower=0), (rho["max"] - rho["mean"]).clip(lower=0)]
+        decodability.errorbar(rho.index, rho["mean"], yerr=errors, marker="x", ms=4, capsize=2, color=greys[n_facts],
+                              label=f"$\\rho(V)$, F = {n_facts}")
     decodability.set_ylim(bottom=0)
     decodability.set_ylabel("decodability $\\rho(V)$")
     decodability.set_title("(b) decodability of the values")
@@ -184,7 +186,9 @@ def whitening(results: pd.DataFrame, params: dict):
     positive = table.facts_per_parameter[table.facts_per_parameter > 0]
     floor = positive.min() / 3 if len(positive) else 1e-6
     for method in [m for m in METHOD_SPECS if m in set(table.method)]:
-        rows = table[table.method == method]
+        rows = table[table.method == method].groupby("alpha").agg(
+            facts_per_parameter=("facts_per_parameter", "mean"), lipschitz_relative=("lipschitz_relative", "mean"),
+            stored=("stored", "all")).reset_index()
         stored, failed = rows[rows.stored], rows[~rows.stored]
         capacity_ax.plot(stored.alpha, stored.facts_per_parameter, color=colours[method], marker=MARKERS[method], ms=4,
                          label=_label(method))
@@ -192,16 +196,17 @@ def whitening(results: pd.DataFrame, params: dict):
         lipschitz_ax.plot(rows.alpha, rows.lipschitz_relative, color=colours[method], marker=MARKERS[method], ms=4)
         lipschitz_ax.plot(failed.alpha, failed.lipschitz_relative, linestyle="none", marker="o", ms=10,
                           markerfacecolor="none", color=colours[method])
-    capacity_ax.plot([], [], linestyle="none", marker="x", ms=7, color="0.3", label="not stored within the width cap (x)")
+    capacity_ax.plot([], [], linestyle="none", marker="x", ms=7, color="0.3", label="not stored within the width cap in every seed (x)")
     lipschitz_ax.plot([], [], linestyle="none", marker="o", ms=10, markerfacecolor="none", color="0.3",
                       label="ringed: MLP at the width cap, not storing")
     capacity_ax.set_yscale("log")
     capacity_ax.set_ylabel("facts per parameter $F / W$")
-    capacity_ax.set_title(f"(a) capacity, {_target_label(section['target'])}")
+    capacity_ax.set_title(f"(a) capacity ({100 * section['target']:g}% stored)")
     lipschitz_ax.set_yscale("log")
-    lipschitz_ax.set_ylabel("Lipschitz constant / RMS output norm")
+    lipschitz_ax.set_ylabel("relative Lipschitz constant")
     lipschitz_ax.set_title("(b) Lipschitz constant")
     rho = table.groupby("alpha").rho.mean()
+    seeds = table.replicate.nunique()
     rho_ax.plot(rho.index, rho.values, color="0.3", marker="x", label="decodability $\\rho(V)$ of the whitened values")
     rho_ax.set_ylim(bottom=0)
     rho_ax.set_ylabel("decodability $\\rho(V)$")
@@ -211,6 +216,7 @@ def whitening(results: pd.DataFrame, params: dict):
     style.shared_legend(fig, axes)
     n_facts = int(table.F.iloc[0]) if len(table) else 0
     style.caption(fig, f"MiniLM embeddings of {n_facts} Goodreads titles (keys) and their authors (values), d = 384; keys and values "
-                       f"whitened with the same alpha, MLP folded back to the original basis\nLip = max Jacobian spectral norm over "
-                       f"{section['lipschitz_samples']} keys, at each MLP's smallest storing width; RMS over all keys")
+                       f"whitened with the same alpha, MLP folded back to the original basis; mean over {seeds} seeds\nrelative "
+                       f"Lipschitz constant = max Jacobian spectral norm over {section['lipschitz_samples']} keys / RMS output norm over "
+                       f"all keys, at each MLP's smallest storing width (decoding does not depend on the output scale)")
     return fig
