@@ -1,6 +1,7 @@
 """Speed and memory of the fact-storing MLPs (run on demand; writes results/benchmarks/mlp.json).
 
-    python benchmarks/bench_mlp.py            # full sizes: F = 2^14, d = 128 (about 15 min, 1 core)
+    python benchmarks/bench_mlp.py            # full sizes: F = 2^14, d = 128 (about 30 min on 1 CPU core)
+    python benchmarks/bench_mlp.py --device cpu   # GD on the CPU even where CUDA is present (default: auto)
     python benchmarks/bench_mlp.py --quick    # small sizes, a smoke run of the same code
     python benchmarks/bench_mlp.py --sections construction   # rerun one section, keep the others
 
@@ -29,27 +30,21 @@ from pathlib import Path
 import torch
 
 from factstore.facts import dot_product_accuracy, make_fact_set
-from factstore.io import read_json, write_json
+from factstore import provenance
+from factstore.device import select_device
+from factstore.io import read_json, sidecar_path, write_json
 from factstore.mlp import encoder_decoder, gd, ntk
 from factstore.mlp.capacity import smallest_width
 from factstore.mlp.modules import module_accuracy
 
 
-def peak_rss_mib() -> float:
-    """The process's resident-memory high-water mark (VmHWM) in MiB."""
+def process_memory_mib(field: str) -> float:
+    """A memory field of /proc/self/status in MiB: VmHWM (the resident high-water mark) or VmRSS."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
-def current_rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def reset_peak_rss() -> None:
@@ -61,10 +56,10 @@ def reset_peak_rss() -> None:
 def timed(function, *args, **kwargs):
     """(result, seconds, peak MiB above the RSS at the start) of one call."""
     reset_peak_rss()
-    baseline = current_rss_mib()
+    baseline = process_memory_mib("VmRSS")
     started = time.perf_counter()
     result = function(*args, **kwargs)
-    return result, time.perf_counter() - started, peak_rss_mib() - baseline
+    return result, time.perf_counter() - started, process_memory_mib("VmHWM") - baseline
 
 
 def bench_construction(n_facts: int, dim: int, ntk_width: int, seed: int) -> dict:
@@ -112,27 +107,28 @@ def gd_search_summary(search) -> dict:
             "seconds": search.seconds, "evaluations": search.evaluations}
 
 
-def bench_gd_search(n_facts: int, dim: int, seed: int, paper_steps: int) -> dict:
+def bench_gd_search(n_facts: int, dim: int, seed: int, paper_steps: int, device: torch.device) -> dict:
     facts = make_fact_set(n_facts, dim, torch.Generator().manual_seed(seed))
-    fast = smallest_width("gd_gated", facts, 1.0, torch.Generator().manual_seed(1), protocol=gd.FAST_PROTOCOL)
+    fast = smallest_width("gd_gated", facts, 1.0, torch.Generator().manual_seed(1), protocol=gd.FAST_PROTOCOL, device=device)
     print(f"  fast search: width {fast.width}, {fast.steps} steps, {fast.seconds:.0f} s", flush=True)
     paper = gd.Protocol(lr=1e-3, max_steps=paper_steps, patience=None, name="paper")
     long_runs = {}
     for width in (fast.width - 1, fast.width):
-        _, _, info = gd.train(facts, width, torch.Generator().manual_seed(1), protocol=paper)
+        _, _, info = gd.train(facts, width, torch.Generator().manual_seed(1), protocol=paper, device=device)
         long_runs[width] = {key: info[key] for key in ("accuracy", "steps", "seconds", "stop")}
         print(f"  paper protocol at width {width}: accuracy {info['accuracy']:.4f} after {info['steps']} steps", flush=True)
     return {"F": n_facts, "d": dim, "fast_protocol": asdict(gd.FAST_PROTOCOL), "fast_search": gd_search_summary(fast),
             "paper_protocol_runs": long_runs}
 
 
-def bench_gd_protocols_small(n_facts: int, dim: int, seed: int, paper_steps: int) -> dict:
+def bench_gd_protocols_small(n_facts: int, dim: int, seed: int, paper_steps: int, device: torch.device) -> dict:
     facts = make_fact_set(n_facts, dim, torch.Generator().manual_seed(seed))
     paper = gd.Protocol(lr=1e-3, max_steps=paper_steps, patience=None, name="paper")
     searches = {
-        "fast_warm": smallest_width("gd_gated", facts, 1.0, torch.Generator().manual_seed(1)),
-        "fast_cold": smallest_width("gd_gated", facts, 1.0, torch.Generator().manual_seed(1), warm_start=False),
-        "paper_cold": smallest_width("gd_gated", facts, 1.0, torch.Generator().manual_seed(1), protocol=paper, warm_start=False),
+        "fast_warm": smallest_width("gd_gated", facts, 1.0, torch.Generator().manual_seed(1), device=device),
+        "fast_cold": smallest_width("gd_gated", facts, 1.0, torch.Generator().manual_seed(1), warm_start=False, device=device),
+        "paper_cold": smallest_width("gd_gated", facts, 1.0, torch.Generator().manual_seed(1), protocol=paper,
+                                     warm_start=False, device=device),
     }
     for name, search in searches.items():
         print(f"  {name}: width {search.width}, {search.steps} steps, {search.seconds:.0f} s", flush=True)
@@ -143,10 +139,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default=None, help="where GD trains: auto (default: CUDA when present), cpu, cuda")
     parser.add_argument("--output", default="results/benchmarks/mlp.json")
     parser.add_argument("--sections", default="construction,accuracy_memory,gd_search,gd_protocols_small")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    device = select_device(args.device)
+    started = time.perf_counter()
     big_f, dim, ntk_width = (2**10, 32, 1024) if args.quick else (2**14, 128, 8192)
     gd_f, gd_d = (2**7, 32) if args.quick else (2**10, 128)
     paper_steps = 2000 if args.quick else 10_000
@@ -155,7 +154,8 @@ def main() -> None:
     previous = read_json(output) if output.exists() else {}
     if previous.get("quick", args.quick) != args.quick:
         previous = {}  # never mix quick and full-size sections in one file
-    report = {**previous, "quick": args.quick, "threads": args.threads, "machine": platform.machine(),
+    report = {**previous, "quick": args.quick, "threads": args.threads, "gd_device": provenance.describe_device(device),
+              "machine": platform.machine(),
               "cpus": os.cpu_count(), "torch": torch.__version__}
     if "accuracy_memory" in sections:
         print("accuracy memory", flush=True)
@@ -166,12 +166,14 @@ def main() -> None:
         report["construction"] = bench_construction(big_f, dim, ntk_width, seed=0)
     if "gd_search" in sections:
         print("gd search", flush=True)
-        report["gd_search"] = bench_gd_search(gd_f, gd_d, seed=0, paper_steps=paper_steps)
+        report["gd_search"] = bench_gd_search(gd_f, gd_d, seed=0, paper_steps=paper_steps, device=device)
     if "gd_protocols_small" in sections:
         print("gd protocols, small", flush=True)
         report["gd_protocols_small"] = bench_gd_protocols_small(2**6 if args.quick else 2**8, 16 if args.quick else 32,
-                                                                seed=0, paper_steps=paper_steps)
+                                                                seed=0, paper_steps=paper_steps, device=device)
     write_json(report, output)
+    write_json(provenance.collect(step="benchmarks/bench_mlp.py", params=vars(args), inputs={}, device=device,
+                                  threads=args.threads, wall_time_s=time.perf_counter() - started), sidecar_path(output))
     print(f"wrote {output}")
 
 

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from factstore.facts import FactSet, make_fact_set
 from factstore.mlp import encoder_decoder, gd, ntk
-from factstore.mlp.capacity import binary_search_width, doubling_search_width, smallest_width
+from factstore.mlp.capacity import (
+    binary_search_width,
+    bracket_search_width,
+    doubling_search_width,
+    smallest_width,
+    smallest_widths,
+)
 from factstore.mlp.modules import module_accuracy, parameter_count
 
 torch.set_num_threads(1)
@@ -56,6 +62,22 @@ def test_doubling_search_finds_the_threshold_of_a_monotone_curve(low, span, offs
         assert len(evaluations) <= doubling + math.ceil(math.log2(threshold))
 
 
+@settings(max_examples=200, deadline=None)
+@given(threshold=st.integers(1, 600), guess=st.integers(1, 2000), growth=st.sampled_from([1.5, 2.0, 4.0]))
+def test_bracket_search_finds_the_threshold_from_any_guess(threshold, guess, growth):
+    width, evaluations = bracket_search_width(step_curve(threshold), 1.0, guess, 1, 512, growth)
+    assert width == (threshold if threshold <= 512 else None)
+    if width is not None:
+        assert evaluations[width] == 1.0 and (width == 1 or evaluations.get(width - 1, 0.0) < 1.0)
+
+
+def test_bracket_search_resolution_trades_probes_for_precision():
+    width, evaluations = bracket_search_width(step_curve(300), 1.0, 10, 1, 4096, resolution=0.1)
+    assert 300 <= width <= 300 * 1.12
+    exact, exact_evaluations = bracket_search_width(step_curve(300), 1.0, 10, 1, 4096)
+    assert exact == 300 and len(evaluations) < len(exact_evaluations)
+
+
 def test_binary_search_returns_the_target_crossing_for_partial_targets():
     accuracy = lambda width: min(1.0, width / 1000)  # noqa: E731
     width, _ = binary_search_width(accuracy, 0.99, 1, 4096)
@@ -79,6 +101,18 @@ def test_ntk_search_finds_a_boundary_of_the_prefix_accuracy_curve():
     assert curve == {width - 1: result.evaluations[width - 1], width: 1.0}
 
 
+def test_ntk_search_answers_several_targets_from_one_pass():
+    facts = fact_set(64, 16)
+    together = smallest_widths("ntk", facts, [0.9, 0.99, 1.0], generator(3), degree=2)
+    for target, result in together.items():
+        alone = smallest_width("ntk", facts, target, generator(3), degree=2)
+        assert (result.width, result.n_params) == (alone.width, alone.n_params)
+        assert result.n_params == ntk.parameters_per_unit(facts) * result.width == parameter_count(result.module)
+    assert together[0.9].width <= together[0.99].width <= together[1.0].width
+    without_modules = smallest_widths("ntk", facts, [1.0], generator(3), degree=2, build_modules=False)[1.0]
+    assert without_modules.module is None and without_modules.n_params == together[1.0].n_params
+
+
 def test_ntk_search_with_partial_target_and_degree_two():
     facts = fact_set(96, 16)
     result = smallest_width("ntk", facts, 0.9, generator(2), degree=2)
@@ -86,9 +120,12 @@ def test_ntk_search_with_partial_target_and_degree_two():
     assert result.evaluations[result.width - 1] < 0.9
 
 
-def test_ntk_search_reports_none_when_the_cap_is_too_small():
-    result = smallest_width("ntk", fact_set(64, 16), 1.0, generator(2), high=8)
+def test_ntk_search_reports_none_and_the_cap_when_the_cap_is_too_small():
+    result = smallest_width("ntk", fact_set(64, 16), 1.0, generator(2), high=8, build_modules=False)
     assert result.width is None and result.module is None and max(result.evaluations) == 8
+    assert result.params_at_cap == 8 * 3 * 16 and result.best_accuracy < 1.0
+    at_cap = smallest_widths("ntk", fact_set(64, 16), [1.0], generator(2), high=8, build_modules=True)[1.0]
+    assert at_cap.width is None and at_cap.module.hidden == 8, "asked for modules: the largest MLP tried"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,6 +168,17 @@ def test_gd_width_search_with_warm_starts_on_a_tiny_set():
     assert module_accuracy(result.module, facts) == 1.0
     assert result.n_params == 3 * result.width * 16 and result.steps > 0
     assert all(accuracy < 1.0 for width, accuracy in result.evaluations.items() if width < result.width)
+
+
+def test_gd_search_shares_models_across_targets_and_reports_the_cap():
+    facts = fact_set(32, 8, seed=1)
+    protocol = gd.Protocol(lr=0.03, max_steps=600, patience=150)
+    results = smallest_widths("gd_gated", facts, [0.9, 1.0], generator(2), high=64, protocol=protocol)
+    assert results[0.9].width is not None and results[1.0].width >= results[0.9].width
+    assert results[1.0].n_params == 3 * 8 * results[1.0].width
+    assert min(results[1.0].evaluations) >= results[0.9].width // 2, "the 1.0 search starts where 0.9 ended"
+    capped = smallest_width("gd_gated", facts, 1.0, generator(2), high=1, protocol=protocol)
+    assert capped.width is None and capped.module is None and capped.params_at_cap == 3 * 8
 
 
 def test_fast_protocol_matches_a_long_run_at_one_small_size():

@@ -248,6 +248,24 @@ def test_gd_reaches_full_accuracy_on_a_tiny_set(method):
     assert info["steps"] < gd.FAST_PROTOCOL.max_steps
 
 
+def test_gd_returns_a_cpu_module_and_the_same_numbers_for_an_explicit_cpu_device():
+    facts = fact_set(32, 16)
+    default_module, _, default_info = gd.train(facts, 12, generator())
+    module, _, info = gd.train(facts, 12, generator(), device=torch.device("cpu"))
+    assert all(parameter.device.type == "cpu" for parameter in module.parameters())
+    assert info["steps"] == default_info["steps"] and torch.equal(module.gate.weight, default_module.gate.weight)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gd_trains_on_cuda_from_the_cpu_draw_and_hands_back_a_cpu_module():
+    facts = fact_set(32, 16)
+    module, _, info = gd.train(facts, 16, generator(), device="cuda")
+    assert all(parameter.device.type == "cpu" for parameter in module.parameters())
+    assert info["stop"] == "target" and module_accuracy(module, facts) == 1.0
+    warm, _, _ = gd.train(facts, 12, generator(), init=module, device="cuda")
+    assert warm.hidden == 12
+
+
 def test_gd_gives_up_on_a_plateau():
     facts = fact_set(128, 8)
     protocol = gd.Protocol(lr=1e-2, max_steps=5000, patience=50)

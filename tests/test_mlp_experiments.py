@@ -15,6 +15,7 @@ import yaml
 
 from conftest import REPOSITORY
 from factstore.__main__ import run_step
+from factstore.device import derived_generator
 from factstore.experiments import mlp
 from factstore.facts import FactSet, make_fact_set, stored_mask
 from factstore.geometry import whiten_fact_set
@@ -85,36 +86,20 @@ def test_information_bound_counts_permutations():
 
 
 # ---------------------------------------------------------------------------------------------
-# Searches
+# Searches: the study's mapping onto capacity.smallest_widths
 # ---------------------------------------------------------------------------------------------
 
 
-def step_curve(threshold: int):
-    return lambda width: 1.0 if width >= threshold else 0.5 * width / threshold
+SEARCH_PARAMS = {"ntk_degree": 2, "search": {"ntk_max_width": 2**14, "gd_max_width": 64, "growth": 2.0, "resolution": 0.0},
+                 "gd": {"learning_rate": 0.03, "max_steps": 600, "patience": 150}}
 
 
-@pytest.mark.parametrize("threshold", [1, 2, 7, 33, 100, 257])
-@pytest.mark.parametrize("guess", [1, 5, 64, 1000])
-def test_bracket_search_finds_the_threshold_from_any_guess(threshold, guess):
-    width, evaluations = mlp.bracket_search(step_curve(threshold), 1.0, guess, 1, 512)
-    assert width == threshold
-    assert evaluations[width] == 1.0 and (width == 1 or evaluations.get(width - 1, 0.0) < 1.0)
-
-
-def test_bracket_search_resolution_and_cap():
-    width, evaluations = mlp.bracket_search(step_curve(300), 1.0, 10, 1, 4096, resolution=0.1)
-    assert 300 <= width <= 300 * 1.12
-    exact, exact_evaluations = mlp.bracket_search(step_curve(300), 1.0, 10, 1, 4096)
-    assert exact == 300 and len(evaluations) < len(exact_evaluations)
-    assert mlp.bracket_search(step_curve(300), 1.0, 10, 1, 200)[0] is None
-
-
-def test_ntk_search_agrees_with_the_library_search_for_every_target():
+def test_search_method_ntk_matches_the_library_search_for_every_target():
     facts = make_fact_set(64, 16, torch.Generator().manual_seed(0))
     targets = [0.9, 0.99, 1.0]
-    results = mlp.ntk_search(facts, targets, torch.Generator().manual_seed(3), 2**14, {"degree": 2}, build_modules=True)
+    results = mlp.search_method("ntk", facts, targets, (0, "t"), SEARCH_PARAMS, build_modules=True)
     for target in targets:
-        library = smallest_width("ntk", facts, target, torch.Generator().manual_seed(3), high=2**14, degree=2)
+        library = smallest_width("ntk", facts, target, derived_generator(0, "t"), high=2**14, degree=2)
         assert results[target].width == library.width
         if library.width is not None:
             assert results[target].n_params == library.n_params
@@ -123,14 +108,13 @@ def test_ntk_search_agrees_with_the_library_search_for_every_target():
             assert stored_mask(module_outputs(module, facts.keys), facts.values, facts.fact_map).double().mean() >= target
 
 
-def test_gd_search_shares_models_across_targets_and_reports_the_cap():
+def test_search_method_gd_shares_models_across_targets_and_reports_the_cap():
     facts = make_fact_set(32, 8, torch.Generator().manual_seed(1))
-    spec = mlp.METHOD_SPECS["gd_gated"]
-    protocol = gd.Protocol(lr=0.03, max_steps=600, patience=150)
-    results = mlp.gd_search(spec, facts, [0.9, 1.0], torch.Generator().manual_seed(2), protocol, 1, 64, 2.0, 0.0)
+    results = mlp.search_method("gd_gated", facts, [0.9, 1.0], (2,), SEARCH_PARAMS, gd_guess=1)
     assert results[0.9].width is not None and results[1.0].width >= results[0.9].width
     assert results[1.0].n_params == 3 * 8 * results[1.0].width
-    capped = mlp.gd_search(spec, facts, [1.0], torch.Generator().manual_seed(2), protocol, 1, 1, 2.0, 0.0)[1.0]
+    capped_params = SEARCH_PARAMS | {"search": SEARCH_PARAMS["search"] | {"gd_max_width": 1}}
+    capped = mlp.search_method("gd_gated", facts, [1.0], (2,), capped_params, gd_guess=1)[1.0]
     assert capped.width is None and capped.params_at_cap == 3 * 8
 
 
@@ -219,6 +203,7 @@ def test_whitening_step_folds_and_measures_the_lipschitz_constant(tmp_path):
     assert set(table.method) == {"ntk", "ed_gated", "gd_gated"} and (table.alpha == 0.5).all()
     assert (table.d == 24).all() and (table.F == 48).all() and set(table.replicate) == {0, 1}
     assert np.isfinite(table.lipschitz).all() and (table.lipschitz_relative > 0).all()
+    assert set(table[table.stored].method) >= {"ed_gated", "gd_gated"}
 
 
 @pytest.mark.skipif(not HAS_MINILM, reason="the offline MiniLM package is not installed")

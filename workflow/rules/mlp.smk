@@ -71,6 +71,8 @@ rule mlp_capacity:
         ),
         io=runner_io,
     threads: config["threads"]
+    resources:
+        gpu=lambda w: int(w.method.startswith("gd")),  # GD trains on the GPU; constructions stay on the CPU
     log:
         "logs/mlp/capacity_{method}.log",
     conda:
@@ -93,6 +95,8 @@ rule mlp_anisotropy:
         ),
         io=runner_io,
     threads: config["threads"]
+    resources:
+        gpu=1,  # its GD methods train on the GPU when there is one
     log:
         "logs/mlp/anisotropy_kappa{kappa}.log",
     conda:
@@ -116,6 +120,8 @@ rule mlp_whitening:
         ),
         io=runner_io,
     threads: config["threads"]
+    resources:
+        gpu=1,  # its GD methods train on the GPU when there is one
     log:
         "logs/mlp/whitening_alpha{alpha}.log",
     conda:

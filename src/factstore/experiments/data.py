@@ -12,7 +12,6 @@ import json
 import tempfile
 from pathlib import Path
 
-import pandas as pd
 
 from factstore.data import prepare
 from factstore.data.fetch import FetchError, fetch, verify

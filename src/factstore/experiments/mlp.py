@@ -25,17 +25,13 @@ a measure-zero set of output embeddings", which codes of V cannot (with anisotro
 value need not be the best match of itself, and then no code decodes it), and its parameter
 count is predicted from rho(V), the margin U* attains.
 
-Searches. Every search assumes accuracy grows with width and returns the smallest width it saw
-pass with a narrower one failing (the convention of capacity.py); `evaluations` keep every probe.
-- NTK: one pass over units (the prefix property, ntk.PrefixAccumulator): doubling to the target
-  of the highest threshold, then bisection for every target from checkpoints of the running sum.
-- encoder-decoder: capacity.smallest_width (code sizes checked on the codes, then one build).
-- GD: bracketing from a guess (the 2-bits-per-parameter width, or the previous F's width scaled
-  by log2 F!), then bisection to a relative resolution; every probe is a training run with early
-  stopping, warm-started from the nearest trained width (a passing one first). Targets run in
-  increasing order and share the trained models, so the 1.0 search starts where 0.99 ended.
-A search that fails at its width cap leaves width / n_params empty and records the best accuracy
-reached and the cap's parameter count (`params_at_cap`, a lower bound on W).
+Searches: capacity.smallest_widths, all targets of one (method, fact set) at once. Every search
+assumes accuracy grows with width and returns the smallest width it saw pass with a narrower one
+failing; `evaluations` keep every probe. NTK: one pass over units; encoder-decoder: code sizes
+checked on the codes; GD: bracketing from a guess (the 2-bits-per-parameter width, or the previous
+F's width scaled by log2 F!), bisection to a relative resolution, warm starts, targets sharing the
+trained models. A search that fails at its width cap leaves width / n_params empty and records the
+best accuracy reached and the cap's parameter count (`params_at_cap`, a lower bound on W).
 
 Random streams come from `derived_generator(seed, stream, ...)`: the fact set of (d, F, kappa,
 replicate) is the same for every method and job, and a job's numbers do not depend on which other
@@ -46,8 +42,6 @@ from __future__ import annotations
 
 import io
 import math
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,12 +51,12 @@ import torch
 from torch import Tensor, nn
 
 from factstore.device import derived_generator
-from factstore.facts import FactSet, dot_product_accuracy, make_fact_set, real_fact_set
+from factstore.facts import FactSet, make_fact_set, real_fact_set
 from factstore.geometry import fold_into_mlp, fold_value_transform, margin_optimal_targets, whiten_fact_set
 from factstore.io import read_table
-from factstore.mlp import TRAINERS, gd, ntk
-from factstore.mlp.capacity import smallest_width
-from factstore.mlp.modules import EncoderDecoderMLP, GatedMLP, PlainMLP, module_outputs, parameter_count
+from factstore.mlp import gd
+from factstore.mlp.capacity import WidthSearch, smallest_widths
+from factstore.mlp.modules import EncoderDecoderMLP, GatedMLP, PlainMLP, module_outputs
 
 
 @dataclass(frozen=True)
@@ -158,237 +152,41 @@ def fitted_params(n_facts, fit: dict[str, float]) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass
-class SearchResult:
-    """The outcome of one search for one target (width None: the cap was reached without passing)."""
-
-    width: int | None
-    n_params: int | None
-    accuracy: float | None
-    evaluations: dict[int, float]
-    params_at_cap: int | None = None
-    steps: int = 0
-    seconds: float = 0.0
-    module: nn.Module | None = None
-
-    @property
-    def best_accuracy(self) -> float:
-        return max(self.evaluations.values()) if self.evaluations else math.nan
-
-
-def bracket_search(
-    accuracy_at: Callable[[int], float], target: float, guess: int, low: int = 1, high: int = 2**14,
-    growth: float = 2.0, resolution: float = 0.0,
-) -> tuple[int | None, dict[int, float]]:
-    """(smallest passing width found, {width: accuracy}) by bracketing from `guess`, then bisection.
-
-    From the guess, steps down (divide by `growth`) while it passes or up (multiply) until it
-    passes, so the answer lies in (lo, hi] with lo failing (or below `low`) and hi passing; then
-    bisects until hi - lo <= max(1, resolution * hi). resolution = 0 gives the exact boundary
-    (for a monotone curve); 0.05 gives hi within ~5% above it with fewer probes. None if `high`
-    fails. Probes are cached.
-    """
-    if low < 1 or high < low:
-        raise ValueError(f"need 1 <= low <= high, got low={low}, high={high}")
-    evaluations: dict[int, float] = {}
-
-    def passes(width: int) -> bool:
-        if width not in evaluations:
-            evaluations[width] = accuracy_at(width)
-        return evaluations[width] >= target
-
-    width = min(max(int(guess), low), high)
-    if passes(width):
-        lo, hi = low - 1, width
-        while hi > low:
-            below = max(low, min(hi - 1, math.floor(hi / growth)))
-            if passes(below):
-                hi = below
-            else:
-                lo = below
-                break
-    else:
-        lo = width
-        while True:
-            if lo >= high:
-                return None, evaluations
-            above = min(high, max(lo + 1, math.ceil(lo * growth)))
-            if passes(above):
-                hi = above
-                break
-            lo = above
-    while hi - lo > max(1, resolution * hi):
-        middle = (lo + hi) // 2
-        if passes(middle):
-            hi = middle
-        else:
-            lo = middle
-    return hi, evaluations
-
-
-def ntk_search(
-    fact_set: FactSet, targets: list[float], generator: torch.Generator, high: int, options: dict,
-    build_modules: bool = False,
-) -> dict[float, SearchResult]:
-    """Smallest NTK width for every target from ONE pass over units (the prefix property).
-
-    Doubling widths 1, 2, 4, ... up to `high` until the highest target passes (checkpointing the
-    running sum at each), then for each target bisection between its last failing and first
-    passing doubling width, each probe continuing a copy of the failing checkpoint. options:
-    degree, activation, margin_optimal, value_targets (ntk.PrefixAccumulator's). build_modules:
-    also build the module at each found width (or at the cap when a target fails).
-    """
-    started = time.perf_counter()
-    start_state = generator.get_state()
-    running = ntk.PrefixAccumulator(fact_set, generator, **options)
-    evaluations: dict[int, float] = {}
-
-    def evaluate(accumulator: ntk.PrefixAccumulator, width: int) -> float:
-        accumulator.advance(width)
-        evaluations[width] = dot_product_accuracy(accumulator.outputs(), fact_set.values, fact_set.fact_map)
-        return evaluations[width]
-
-    checkpoints: dict[int, ntk.PrefixAccumulator] = {}
-    width = 1
-    while True:
-        accuracy = evaluate(running, width)
-        checkpoints[width] = running.copy()
-        if accuracy >= max(targets) or width >= high:
-            break
-        width = min(2 * width, high)
-    doubling = sorted(checkpoints)
-    units = 2 * fact_set.key_dim + fact_set.value_dim  # parameters per gated unit (bias-free)
-    results = {}
-    for target in sorted(targets):
-        passing = [w for w in doubling if evaluations[w] >= target]
-        if not passing:
-            results[target] = SearchResult(None, None, None, {}, params_at_cap=high * units)
-            continue
-        hi = passing[0]
-        index = doubling.index(hi)
-        lo = doubling[index - 1] if index > 0 else 0
-        # `failing`: the running sum at width lo (never mutated; probes continue copies of it)
-        failing = checkpoints[lo] if lo else ntk.PrefixAccumulator(fact_set, _generator_at(start_state), **options)
-        while hi - lo > 1:
-            middle = (lo + hi) // 2
-            probe = None
-            if middle in evaluations:  # probed by an earlier target's bisection
-                accuracy = evaluations[middle]
-            else:
-                probe = failing.copy()
-                accuracy = evaluate(probe, middle)
-            if accuracy >= target:
-                hi = middle
-            else:
-                if probe is None:
-                    probe = failing.copy()
-                    probe.advance(middle)
-                lo, failing = middle, probe
-        results[target] = SearchResult(hi, hi * units, evaluations[hi], {})
-    for result in results.values():
-        result.evaluations = dict(sorted(evaluations.items()))
-        result.seconds = time.perf_counter() - started
-        if build_modules:
-            width = result.width or high
-            module, n_params = ntk.build(fact_set, width, _generator_at(start_state), **options)
-            if result.width is not None and n_params != result.n_params:
-                raise RuntimeError(f"NTK parameter count {n_params} != {result.n_params} at width {width}")
-            result.module = module
-    return results
-
-
-def _generator_at(state: Tensor) -> torch.Generator:
-    generator = torch.Generator()
-    generator.set_state(state)
-    return generator
-
-
-def ed_search(
-    spec: MethodSpec, fact_set: FactSet, targets: list[float], seed_parts: tuple, value_targets: Tensor | None,
-) -> dict[float, SearchResult]:
-    """Smallest code size per target with capacity.smallest_width (same decoder draw for all)."""
-    options = dict(spec.options)
-    if spec.uses_ustar:
-        options["value_targets"] = value_targets
-    results = {}
-    for target in sorted(targets):
-        search = smallest_width(spec.library_name, fact_set, target, derived_generator(*seed_parts), **options)
-        results[target] = SearchResult(
-            search.width, search.n_params, search.accuracy, search.evaluations, steps=0,
-            seconds=search.seconds, module=search.module,
-        )
-    return results
-
-
 def gd_units(spec: MethodSpec, dim_in: int, dim_out: int) -> int:
     """Parameters per hidden unit of a bias-free GD MLP (gated: 2 d_in + d_out; plain: d_in + d_out)."""
     return (2 * dim_in + dim_out) if spec.library_name.startswith("gd_gated") else (dim_in + dim_out)
 
 
-def gd_search(
-    spec: MethodSpec, fact_set: FactSet, targets: list[float], generator: torch.Generator, protocol: gd.Protocol,
-    guess: int, high: int, growth: float, resolution: float,
-) -> dict[float, SearchResult]:
-    """Smallest trained width per target: bracketing from `guess`, bisection, warm starts.
-
-    Every probe trains with early stopping (protocol) and starts from the trained MLP of the
-    nearest width that passed this target (else the nearest trained width; gd.resize_hidden). A
-    width already trained to the target is not retrained; targets run in increasing order.
-    """
-    trainer = TRAINERS[spec.library_name]
-    trained: dict[int, tuple[nn.Module, float]] = {}
-    results = {}
-    for target in sorted(targets):
-        started = time.perf_counter()
-        steps = 0
-
-        def accuracy_at(width: int, target: float = target) -> float:
-            nonlocal steps
-            if width in trained and trained[width][1] >= target:
-                return trained[width][1]
-            init = None
-            if trained:
-                nearest = min(trained, key=lambda w: (trained[w][1] < target, abs(w - width)))
-                init = trained[nearest][0]
-            module, _, info = trainer(fact_set, width, generator, target=target, init=init, protocol=protocol)
-            steps += info["steps"]
-            if width not in trained or info["accuracy"] >= trained[width][1]:
-                trained[width] = (module, info["accuracy"])
-            return info["accuracy"]
-
-        width, evaluations = bracket_search(accuracy_at, target, guess, 1, high, growth, resolution)
-        module = trained[width][0] if width is not None else None
-        results[target] = SearchResult(
-            width, parameter_count(module) if module is not None else None,
-            evaluations.get(width) if width is not None else None, dict(sorted(evaluations.items())),
-            params_at_cap=None if width is not None else high * gd_units(spec, fact_set.key_dim, fact_set.value_dim),
-            steps=steps, seconds=time.perf_counter() - started, module=module,
-        )
-        if width is not None:
-            guess = width
-    return results
-
-
 def search_method(
     method: str, fact_set: FactSet, targets: list[float], seed_parts: tuple, params: dict,
     value_targets: Tensor | None = None, gd_guess: int | None = None, build_modules: bool = False,
-) -> dict[float, SearchResult]:
-    """Dispatch to the search of the method's family (params: the study's config section)."""
+    device: torch.device | str = "cpu",
+) -> dict[float, WidthSearch]:
+    """{target: capacity.smallest_widths' result} for one study method, with the study's config.
+
+    params: the study's config section (search caps, GD protocol, NTK degree). value_targets: U*,
+    solved once per value set by the caller and shared by the U* methods. gd_guess: where the GD
+    bracketing starts (default: the 2-bits-per-parameter width). build_modules: also build the
+    NTK module at the width found (the other methods always return theirs). device: where GD
+    trains (the step's device: CUDA when present); the constructions run on the CPU, whose
+    float64 solves and one-pass unit sums are not the bottleneck.
+    """
     spec = METHOD_SPECS[method]
     search = params["search"]
+    options = dict(spec.options)
+    if spec.uses_ustar:
+        options["value_targets"] = value_targets
+    generator = derived_generator(*seed_parts)
     if spec.family == "ntk":
-        options = {"degree": params["ntk_degree"]}
-        if spec.uses_ustar:
-            options |= {"margin_optimal": True, "value_targets": value_targets}
-        return ntk_search(fact_set, targets, derived_generator(*seed_parts), search["ntk_max_width"], options, build_modules)
+        return smallest_widths(spec.library_name, fact_set, targets, generator, high=search["ntk_max_width"],
+                               build_modules=build_modules, degree=params["ntk_degree"], **options)
     if spec.family == "ed":
-        return ed_search(spec, fact_set, targets, seed_parts, value_targets)
+        return smallest_widths(spec.library_name, fact_set, targets, generator, **options)
     protocol = gd.Protocol(lr=params["gd"]["learning_rate"], max_steps=params["gd"]["max_steps"],
                            patience=params["gd"]["patience"], name="config")
-    if gd_guess is None:
-        gd_guess = default_gd_guess(spec, fact_set)
-    return gd_search(spec, fact_set, targets, derived_generator(*seed_parts), protocol, gd_guess,
-                     search["gd_max_width"], search["growth"], search["resolution"])
+    return smallest_widths(spec.library_name, fact_set, targets, generator, high=search["gd_max_width"],
+                           guess=gd_guess or default_gd_guess(spec, fact_set), growth=search["growth"],
+                           resolution=search["resolution"], protocol=protocol, device=device, **options)
 
 
 def default_gd_guess(spec: MethodSpec, fact_set: FactSet) -> int:
@@ -411,7 +209,7 @@ def synthetic_fact_set(seed: int, dim: int, n_facts: int, kappa: float, replicat
                          value_condition_number=float(kappa))
 
 
-def result_row(result: SearchResult, fact_set: FactSet, **fields) -> dict:
+def result_row(result: WidthSearch, fact_set: FactSet, **fields) -> dict:
     """One tidy row of a search result (fields: experiment, method, F, replicate, kappa, ...)."""
     stored = result.width is not None
     n_params = result.n_params if stored else math.nan
@@ -541,7 +339,7 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
                 guess = max(1, round(previous[1] * scale))
             results = search_method(method, facts, section["targets"],
                                     (params["seed"], "mlp-method", method, section["d"], n_facts, replicate),
-                                    params, value_targets, guess)
+                                    params, value_targets, guess, device=context.device)
             for target, result in results.items():
                 rows.append(result_row(result, facts, experiment="capacity", method=method, replicate=replicate,
                                        kappa=1.0, alpha=math.nan, target=target, rho=rho))
@@ -580,7 +378,8 @@ def anisotropy(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
                 if n_facts != section["n_facts"] and METHOD_SPECS[method].family != "ntk":
                     continue
                 seed_parts = (params["seed"], "mlp-method", method, section["d"], n_facts, replicate, kappa)
-                results = search_method(method, facts, [section["target"]], seed_parts, params, value_targets)
+                results = search_method(method, facts, [section["target"]], seed_parts, params, value_targets,
+                                        device=context.device)
                 for target, result in results.items():
                     rows.append(result_row(result, facts, experiment="anisotropy", method=method, replicate=replicate,
                                            kappa=kappa, alpha=math.nan, target=target, rho=rho))
@@ -613,7 +412,8 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     for replicate in range(section["seeds"]):  # the fact set is the data; replicates redraw the MLPs
         for method in section["methods"]:
             seed_parts = (params["seed"], "mlp-method", method, "whitening", facts.n_facts, alpha, replicate)
-            results = search_method(method, facts, [section["target"]], seed_parts, params, value_targets, build_modules=True)
+            results = search_method(method, facts, [section["target"]], seed_parts, params, value_targets,
+                                    build_modules=True, device=context.device)
             for target, result in results.items():
                 row = result_row(result, facts, experiment="whitening", method=method, replicate=replicate,
                                  kappa=math.nan, alpha=alpha, target=target, rho=rho)

@@ -6,14 +6,17 @@ unlucky), so the width found is the smallest one the search SAW pass with every 
 failing -- the usual convention for the seed's Fig. 7 -- and the `evaluations` record every
 probe so non-monotone cases are visible.
 
-Strategies, chosen by method (see `smallest_width`):
+Strategies, chosen by method (see `smallest_widths`); each answers several targets at once:
 - NTK ('ntk', 'ntk_ustar'): one pass over units (the prefix property, ntk.PrefixAccumulator):
-  doubling widths until the target is met, then bisection from a checkpoint of the running
-  sum, so the whole search costs about two constructions at the final width.
+  doubling widths until the highest target is met, checkpointing the running sum, then for
+  each target bisection from the checkpoint at its last failing width, so the whole search
+  costs about two constructions at the final width.
 - encoder-decoder: the code size is searched on the codes themselves (does D_m D_m^T t_f(i)
   decode?), nested decoders from one orthogonal draw, then one build verified on the module.
-- GD ('gd_*'): doubling then bisection, each probe a training run warm-started from the nearest
-  trained width (a passing wider one first), with early stopping (gd.FAST_PROTOCOL).
+- GD ('gd_*'): bracketing from a guess (default: `low`, i.e. doubling), then bisection to a
+  relative resolution; each probe a training run with early stopping (gd.FAST_PROTOCOL),
+  warm-started from the nearest trained width (a passing wider one first). Targets run in
+  increasing order and share the trained MLPs, so the 1.0 search starts where 0.99 ended.
 - anything else in METHODS: doubling then bisection, one build per probe.
 
 Accuracy is always dot-product decoding over ALL values, in row chunks (facts.py), so
@@ -22,6 +25,7 @@ F = 2^14 needs chunk_size x F scores at a time, never F x F.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,11 +41,17 @@ from factstore.mlp.modules import module_accuracy, parameter_count
 PREFIX_METHODS = {"ntk": {}, "ntk_ustar": {"margin_optimal": True}}
 CODE_SIZE_METHODS = {"encoder_decoder", "encoder_decoder_ustar", "encoder_decoder_plain"}
 WIDTHLESS_METHODS = {"hebbian"}
+DEFAULT_HIGH = {"prefix": 2**20, "trained": 2**14, "built": 2**14}
 
 
 @dataclass
 class WidthSearch:
-    """Result of a capacity search. width / n_params / module are None when nothing passed."""
+    """Result of a capacity search for one target.
+
+    width / n_params / accuracy are None when nothing up to the cap passed; then params_at_cap
+    is the cap's parameter count (a lower bound on the W the method needs), and module is None
+    except for an NTK search asked to build modules (see smallest_widths).
+    """
 
     method: str
     target: float
@@ -51,12 +61,47 @@ class WidthSearch:
     evaluations: dict[int, float]
     seconds: float
     steps: int = 0  # training steps over all probes (GD only)
+    params_at_cap: int | None = None
     module: nn.Module | None = field(default=None, repr=False)
+
+    @property
+    def best_accuracy(self) -> float:
+        """The highest accuracy any probe reached (NaN without probes)."""
+        return max(self.evaluations.values()) if self.evaluations else math.nan
 
 
 # ---------------------------------------------------------------------------------------------
 # Generic searches over a monotone accuracy curve
 # ---------------------------------------------------------------------------------------------
+
+
+def _check_range(low: int, high: int) -> None:
+    if low < 1 or high < low:
+        raise ValueError(f"need 1 <= low <= high, got low={low}, high={high}")
+
+
+def _probe_cache(accuracy_at: Callable[[int], float], target: float) -> tuple[Callable[[int], bool], dict[int, float]]:
+    """(passes(width), the {width: accuracy} it fills): each width is evaluated at most once."""
+    evaluations: dict[int, float] = {}
+
+    def passes(width: int) -> bool:
+        if width not in evaluations:
+            evaluations[width] = accuracy_at(width)
+        return evaluations[width] >= target
+
+    return passes, evaluations
+
+
+def _bisect(passes: Callable[[int], bool], lo: int, hi: int, resolution: float = 0.0) -> int:
+    """Bisection of (lo, hi], hi passing and lo failing (or below the range), until
+    hi - lo <= max(1, resolution * hi); returns hi."""
+    while hi - lo > max(1, resolution * hi):
+        middle = (lo + hi) // 2
+        if passes(middle):
+            hi = middle
+        else:
+            lo = middle
+    return hi
 
 
 def binary_search_width(
@@ -69,48 +114,56 @@ def binary_search_width(
     "hi passes, everything <= lo fails" (lo starts at low - 1, never probed), so it makes at
     most 1 + ceil(log2(high - low + 1)) probes. Probes are cached: no width is run twice.
     """
-    if low < 1 or high < low:
-        raise ValueError(f"need 1 <= low <= high, got low={low}, high={high}")
-    evaluations: dict[int, float] = {}
-
-    def passes(width: int) -> bool:
-        if width not in evaluations:
-            evaluations[width] = accuracy_at(width)
-        return evaluations[width] >= target
-
+    _check_range(low, high)
+    passes, evaluations = _probe_cache(accuracy_at, target)
     if not passes(high):
         return None, evaluations
-    lo, hi = low - 1, high
-    while hi - lo > 1:
-        middle = (lo + hi) // 2
-        if passes(middle):
-            hi = middle
-        else:
-            lo = middle
-    return hi, evaluations
+    return _bisect(passes, low - 1, high), evaluations
+
+
+def bracket_search_width(
+    accuracy_at: Callable[[int], float], target: float, guess: int, low: int = 1, high: int = 2**14,
+    growth: float = 2.0, resolution: float = 0.0,
+) -> tuple[int | None, dict[int, float]]:
+    """(smallest passing width found, {width: accuracy}) by bracketing from `guess`, then bisection.
+
+    From the guess, steps down (divide by `growth`) while it passes or up (multiply) until it
+    passes, so the answer lies in (lo, hi] with lo failing (or below `low`) and hi passing; then
+    bisects until hi - lo <= max(1, resolution * hi). resolution = 0 gives the exact boundary
+    (for a monotone curve); 0.05 gives hi within ~5% above it with fewer probes. None if `high`
+    fails. Probes are cached. A good guess (e.g. the previous F's answer) saves most probes.
+    """
+    _check_range(low, high)
+    passes, evaluations = _probe_cache(accuracy_at, target)
+    width = min(max(int(guess), low), high)
+    if passes(width):
+        lo, hi = low - 1, width
+        while hi > low:
+            below = max(low, min(hi - 1, math.floor(hi / growth)))
+            if passes(below):
+                hi = below
+            else:
+                lo = below
+                break
+    else:
+        lo = width
+        while True:
+            if lo >= high:
+                return None, evaluations
+            above = min(high, max(lo + 1, math.ceil(lo * growth)))
+            if passes(above):
+                hi = above
+                break
+            lo = above
+    return _bisect(passes, lo, hi, resolution), evaluations
 
 
 def doubling_search_width(
     accuracy_at: Callable[[int], float], target: float, low: int, high: int
 ) -> tuple[int | None, dict[int, float]]:
-    """Like binary_search_width, but first doubles from `low` (low, 2 low, ...) to bracket the
-    answer: cheaper when the answer is far below `high` and probes cost ~ width."""
-    evaluations: dict[int, float] = {}
-    width, last_failure = low, low - 1
-    while True:
-        evaluations[width] = accuracy_at(width)
-        if evaluations[width] >= target:
-            break
-        if width >= high:
-            return None, evaluations
-        last_failure, width = width, min(2 * width, high)
-    if width - last_failure <= 1:
-        return width, evaluations
-    found, refined = binary_search_width(
-        lambda w: evaluations[w] if w in evaluations else accuracy_at(w), target, last_failure + 1, width
-    )
-    evaluations.update(refined)
-    return found, evaluations
+    """Doubling from `low` (low, 2 low, ...) to bracket the answer, then exact bisection: cheaper
+    than binary_search_width when the answer is far below `high` and probes cost ~ width."""
+    return bracket_search_width(accuracy_at, target, guess=low, low=low, high=high)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,43 +171,65 @@ def doubling_search_width(
 # ---------------------------------------------------------------------------------------------
 
 
-def ntk_smallest_width(
-    fact_set: FactSet, target: float, generator: torch.Generator, low: int = 1, high: int = 2**20,
+def ntk_smallest_widths(
+    fact_set: FactSet, targets: list[float], generator: torch.Generator, low: int = 1, high: int = 2**20,
     chunk_size: int = DEFAULT_CHUNK_SIZE, **options,
-) -> tuple[int | None, dict[int, float]]:
-    """Smallest NTK width by one pass over units: doubling from `low`, then bisection.
+) -> tuple[dict[float, int | None], dict[int, float]]:
+    """({target: smallest NTK width, None past `high`}, {width: accuracy}) from ONE pass over units.
 
-    Each bisection probe continues a copy of the running sum at the largest failing width, so
-    no unit is computed more than about twice. Widths are those of ntk.build with the same
-    generator state. options: activation, degree, margin_optimal, value_targets, block_size.
+    Doubling from `low` until the highest target passes (or `high`), checkpointing the running
+    sum at each width; then, per target, bisection between its last failing and first passing
+    doubling width, each probe continuing a copy of the failing checkpoint, so no unit is
+    computed more than about twice. Widths are those of ntk.build with the same generator state.
+    options: activation, degree, margin_optimal, value_targets, block_size.
     """
     running = ntk.PrefixAccumulator(fact_set, generator, **options)
     evaluations: dict[int, float] = {}
 
-    def accuracy(accumulator: ntk.PrefixAccumulator, width: int) -> float:
+    def evaluate(accumulator: ntk.PrefixAccumulator, width: int) -> float:
         accumulator.advance(width)
-        evaluations[width] = dot_product_accuracy(
-            accumulator.outputs(), fact_set.values, fact_set.fact_map, chunk_size
-        )
+        evaluations[width] = dot_product_accuracy(accumulator.outputs(), fact_set.values, fact_set.fact_map, chunk_size)
         return evaluations[width]
 
-    failing, width = running.copy(), low  # `failing`: the running sum at the last failing width
-    while accuracy(running, width) < target:
-        if width >= high:
-            return None, evaluations
-        failing = running.copy()
+    checkpoints: dict[int, ntk.PrefixAccumulator] = {}
+    width = low
+    while True:
+        accuracy = evaluate(running, width)
+        checkpoints[width] = running.copy()
+        if accuracy >= max(targets) or width >= high:
+            break
         width = min(2 * width, high)
-    if width == low:  # widths below `low` are out of the search by contract
-        return low, evaluations
-    lo, hi = failing.width, width
-    while hi - lo > 1:
-        middle = (lo + hi) // 2
-        probe = failing.copy()
-        if accuracy(probe, middle) >= target:
-            hi = middle
-        else:
-            lo, failing = middle, probe
-    return hi, evaluations
+    doubling = sorted(checkpoints)
+    widths: dict[float, int | None] = {}
+    for target in sorted(targets):
+        passing = [w for w in doubling if evaluations[w] >= target]
+        if not passing:
+            widths[target] = None
+            continue
+        index = doubling.index(passing[0])
+        hi = passing[0]
+        if index == 0:  # widths below `low` are out of the search by contract
+            widths[target] = hi
+            continue
+        lo = doubling[index - 1]
+        failing = checkpoints[lo]  # never mutated: probes continue copies of it
+        while hi - lo > 1:
+            middle = (lo + hi) // 2
+            probe = None
+            if middle in evaluations:  # probed by an earlier target's bisection
+                accuracy = evaluations[middle]
+            else:
+                probe = failing.copy()
+                accuracy = evaluate(probe, middle)
+            if accuracy >= target:
+                hi = middle
+            else:
+                if probe is None:
+                    probe = failing.copy()
+                    probe.advance(middle)
+                lo, failing = middle, probe
+        widths[target] = hi
+    return widths, evaluations
 
 
 def code_size_search(
@@ -187,97 +262,147 @@ def code_size_search(
     return None, evaluations, None, None
 
 
-def trained_smallest_width(
-    method: str, fact_set: FactSet, target: float, generator: torch.Generator, low: int = 1,
-    high: int = 2**14, warm_start: bool = True, **options,
-) -> tuple[int | None, dict[int, float], nn.Module | None, int]:
-    """Smallest width of a GD method: (width, {width: accuracy}, module at width, total steps).
+def trained_smallest_widths(
+    method: str, fact_set: FactSet, targets: list[float], generator: torch.Generator, guess: int | None = None,
+    low: int = 1, high: int = 2**14, growth: float = 2.0, resolution: float = 0.0, warm_start: bool = True,
+    **options,
+) -> dict[float, WidthSearch]:
+    """Smallest width of a GD method per target, the targets in increasing order sharing models.
 
-    Doubling from `low`, then bisection; each probe trains with early stopping (options go to
-    gd.train, e.g. protocol=gd.PAPER_PROTOCOL). warm_start: start each probe from the trained
-    MLP of the nearest width that passed (else the nearest that failed), resized by
-    gd.resize_hidden -- pruning a passing wider MLP is the fastest route to a narrower one.
+    Bracketing from `guess` (default `low`: doubling), then bisection to `resolution`; each
+    probe trains with early stopping (options go to gd.train, e.g. protocol=gd.PAPER_PROTOCOL).
+    warm_start: start each probe from the trained MLP of the nearest width that passed this
+    target (else the nearest trained one), resized by gd.resize_hidden -- pruning a passing wider
+    MLP is the fastest route to a narrower one. A width already trained to a target is not
+    retrained; the next target's search starts from the previous answer.
     """
     trainer = TRAINERS[method]
     trained: dict[int, tuple[nn.Module, float]] = {}
-    total_steps = 0
+    guess = low if guess is None else guess
+    results = {}
+    for target in sorted(targets):
+        started, steps = time.perf_counter(), 0
 
-    def warm_start_for(width: int) -> nn.Module | None:
-        if not warm_start or not trained:
-            return None
-        nearest = min(trained, key=lambda w: (trained[w][1] < target, abs(w - width)))
-        return trained[nearest][0]
+        def accuracy_at(width: int, target: float = target) -> float:
+            nonlocal steps
+            if width in trained and trained[width][1] >= target:
+                return trained[width][1]
+            init = None
+            if warm_start and trained:
+                nearest = min(trained, key=lambda w: (trained[w][1] < target, abs(w - width)))
+                init = trained[nearest][0]
+            module, _, info = trainer(fact_set, width, generator, target=target, init=init, **options)
+            steps += info["steps"]
+            if width not in trained or info["accuracy"] >= trained[width][1]:
+                trained[width] = (module, info["accuracy"])
+            return info["accuracy"]
 
-    def accuracy_at(width: int) -> float:
-        nonlocal total_steps
-        module, _, info = trainer(fact_set, width, generator, target=target, init=warm_start_for(width), **options)
-        trained[width] = (module, info["accuracy"])
-        total_steps += info["steps"]
-        return info["accuracy"]
+        width, evaluations = bracket_search_width(accuracy_at, target, guess, low, high, growth, resolution)
+        module = trained[width][0] if width is not None else None
+        n_params, params_at_cap = (parameter_count(module), None) if module is not None else (None, _cap_params(trained, high))
+        results[target] = WidthSearch(
+            method=method, target=target, width=width, n_params=n_params,
+            accuracy=evaluations.get(width) if width is not None else None,
+            evaluations=dict(sorted(evaluations.items())), seconds=time.perf_counter() - started, steps=steps,
+            params_at_cap=params_at_cap, module=module,
+        )
+        if width is not None:
+            guess = width
+    return results
 
-    width, evaluations = doubling_search_width(accuracy_at, target, low, high)
-    return width, evaluations, (trained[width][0] if width is not None else None), total_steps
 
-
-def smallest_width(
+def smallest_widths(
     method: str,
     fact_set: FactSet,
-    target: float,
+    targets: list[float],
     generator: torch.Generator,
     low: int = 1,
     high: int | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    build_modules: bool = True,
     **options,
-) -> WidthSearch:
-    """The smallest size at which `method` stores at least `target` of the facts.
+) -> dict[float, WidthSearch]:
+    """{target: the smallest size at which `method` stores at least `target` of the facts}.
 
     method: a key of METHODS or TRAINERS. low / high bound the search (defaults: 1 and 2^20
     units for NTK, d_out for encoder-decoder code sizes, 2^14 for GD and other builders).
-    options go to the builder / trainer (e.g. degree=2, protocol=gd.PAPER_PROTOCOL). For
-    margin-optimal methods U* is solved once here unless value_targets is passed.
+    options go to the builder / trainer (e.g. degree=2, protocol=gd.PAPER_PROTOCOL; for GD also
+    guess, growth, resolution, warm_start). For margin-optimal methods U* is solved once here
+    unless value_targets is passed. build_modules (NTK only; the other methods build anyway):
+    build the module at the width found, or at the cap `high` when a target is not reached (the
+    largest MLP tried, e.g. for its Lipschitz constant); False skips the build (the parameter
+    count is known without it).
     """
     if method in WIDTHLESS_METHODS:
         raise ValueError(f"method '{method}' has no width to search (its size is fixed by d)")
     started = time.perf_counter()
-    steps = 0
     options = _with_value_targets(method, fact_set, options)
+    if method in TRAINERS:
+        return trained_smallest_widths(method, fact_set, targets, generator, low=low,
+                                       high=high or DEFAULT_HIGH["trained"], **options)
+    results = {}
+    if method in CODE_SIZE_METHODS:
+        start_state = generator.get_state()
+        for target in sorted(targets):
+            generator.set_state(start_state)  # every target sees the same decoder draw
+            width, evaluations, module, n_params = code_size_search(
+                method, fact_set, target, generator, chunk_size, **options
+            )
+            results[target] = _finished(method, target, width, n_params, evaluations, started, module)
+        return results
     if method in PREFIX_METHODS:
         options = {**PREFIX_METHODS[method], **options}
+        high = high or DEFAULT_HIGH["prefix"]
         start_state = generator.get_state()
-        width, evaluations = ntk_smallest_width(fact_set, target, generator, low, high or 2**20, chunk_size, **options)
-        module, n_params = _build_at(ntk.build, fact_set, width, generator, start_state, options)
-    elif method in CODE_SIZE_METHODS:
-        width, evaluations, module, n_params = code_size_search(
-            method, fact_set, target, generator, chunk_size, **options
-        )
-    elif method in TRAINERS:
-        width, evaluations, module, steps = trained_smallest_width(
-            method, fact_set, target, generator, low, high or 2**14, **options
-        )
-        n_params = None if module is None else parameter_count(module)
-    elif method in METHODS:
-        builder = METHODS[method]
-        start_state = generator.get_state()
-
-        def accuracy_at(size: int) -> float:
-            generator.set_state(start_state)
-            return module_accuracy(builder(fact_set, size, generator, **options)[0], fact_set, chunk_size)
-
-        width, evaluations = doubling_search_width(accuracy_at, target, low, high or 2**14)
-        module, n_params = _build_at(builder, fact_set, width, generator, start_state, options)
-    else:
+        widths, evaluations = ntk_smallest_widths(fact_set, targets, generator, low, high, chunk_size, **options)
+        per_unit = ntk.parameters_per_unit(fact_set)
+        for target, width in widths.items():
+            module, n_params = None, (None if width is None else width * per_unit)
+            if build_modules:  # at the cap when the target is not reached: the largest MLP tried
+                module, _ = _build_at(ntk.build, fact_set, width or high, generator, start_state, options)
+            results[target] = _finished(method, target, width, n_params, evaluations, started, module,
+                                        params_at_cap=high * per_unit)
+        return results
+    if method not in METHODS:
         raise ValueError(f"unknown method '{method}': use one of {sorted(METHODS) + sorted(TRAINERS)}")
+    builder = METHODS[method]
+    start_state = generator.get_state()
+
+    def accuracy_at(size: int) -> float:
+        generator.set_state(start_state)
+        return module_accuracy(builder(fact_set, size, generator, **options)[0], fact_set, chunk_size)
+
+    for target in sorted(targets):
+        width, evaluations = doubling_search_width(accuracy_at, target, low, high or DEFAULT_HIGH["built"])
+        module, n_params = _build_at(builder, fact_set, width, generator, start_state, options)
+        results[target] = _finished(method, target, width, n_params, evaluations, started, module)
+    return results
+
+
+def smallest_width(
+    method: str, fact_set: FactSet, target: float, generator: torch.Generator, low: int = 1,
+    high: int | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE, **options,
+) -> WidthSearch:
+    """The smallest size at which `method` stores at least `target` of the facts (see smallest_widths)."""
+    return smallest_widths(method, fact_set, [target], generator, low, high, chunk_size, **options)[target]
+
+
+def _finished(
+    method: str, target: float, width: int | None, n_params: int | None, evaluations: dict[int, float],
+    started: float, module: nn.Module | None, params_at_cap: int | None = None,
+) -> WidthSearch:
     return WidthSearch(
-        method=method,
-        target=target,
-        width=width,
-        n_params=n_params,
+        method=method, target=target, width=width, n_params=n_params,
         accuracy=None if width is None else evaluations.get(width),
-        evaluations=dict(sorted(evaluations.items())),
-        seconds=time.perf_counter() - started,
-        steps=steps,
-        module=module,
+        evaluations=dict(sorted(evaluations.items())), seconds=time.perf_counter() - started,
+        params_at_cap=params_at_cap if width is None else None, module=module,
     )
+
+
+def _cap_params(trained: dict[int, tuple[nn.Module, float]], high: int) -> int:
+    """Parameters of a trained MLP at width `high` (bias-free: they grow linearly with the width)."""
+    width, (module, _) = next(iter(trained.items()))
+    return high * parameter_count(module) // width
 
 
 def _is_margin_optimal(method: str, options: dict) -> bool:

@@ -188,10 +188,14 @@ def train(
     init: GatedMLP | PlainMLP | None = None,
     chunk_size: int | None = None,
     dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
 ) -> tuple[GatedMLP | PlainMLP, int, dict]:
     """Train a width-`size` MLP to store `fact_set`; return (module, n_params, info).
 
     init: warm start (resized to `size` if its width differs); else a fresh default init.
+    device: where the steps run (the F x n_values logits dominate: a GPU at paper scale). The
+    initial weights are drawn on the CPU from `generator`, so every device starts from the same
+    MLP, and the module returned is on the CPU, like every construction's.
     Stops when the accuracy reaches `target`, when the best accuracy has not improved for
     protocol.patience steps, or after protocol.max_steps updates. The module returned is the
     best one seen (the one that met the target, if any). info: steps (updates made), seconds,
@@ -204,9 +208,10 @@ def train(
         module = make_mlp(architecture, fact_set.key_dim, size, fact_set.value_dim, generator, activation, dtype)
     else:
         module = resize_hidden(init, size, generator) if init.hidden != size else copy.deepcopy(init)
-    keys = fact_set.keys.to(dtype)
-    values = fact_set.values.to(dtype)
-    fact_map = fact_set.fact_map
+    module = module.to(device)
+    keys = fact_set.keys.to(device, dtype)
+    values = fact_set.values.to(device, dtype)
+    fact_map = fact_set.fact_map.to(device)
     chunk_size = chunk_size or default_chunk_size(len(values))
     optimizer = torch.optim.Adam(module.parameters(), lr=protocol.lr)
 
@@ -233,6 +238,7 @@ def train(
         optimizer.step()
 
     module.load_state_dict(best_state)
+    module = module.cpu()
     info = {
         "steps": step,
         "seconds": time.perf_counter() - started,

@@ -192,6 +192,12 @@ def build(
     return module, parameter_count(module)
 
 
+def parameters_per_unit(fact_set: FactSet) -> int:
+    """Parameters one gated unit adds to `build`'s MLP: a gate and an up row (d_in each) and a
+    down column (d_out), so a width-h MLP has h (2 d_in + d_out)."""
+    return 2 * fact_set.key_dim + fact_set.value_dim
+
+
 def finite_difference_mlp(gated: GatedMLP, step: float = DEFAULT_STEP) -> PlainMLP:
     """The non-gated MLP whose unit pairs [sigma((w + eps a).x) - sigma(w.x)] / eps emulate
     sigma'(w.x) (a.x): W_in = [W_gate + eps W_up; W_gate] (2h, d_in), W_out = [P, -P] / eps."""
