@@ -167,6 +167,19 @@ def test_changing_a_parameter_reruns_only_what_reads_it(smoke_run, tmp_path):
     assert not planned & {"assoc_trained", "assoc_hebbian", "assoc_rank", "fetch_file", "prepare_goodreads"}
 
 
+def test_the_slurm_profile_sends_every_gpu_rule_to_a_gpu():
+    gpu_rules = set()
+    for rules in (REPOSITORY / "workflow/rules").glob("*.smk"):
+        for block in re.split(r"^(?=rule )", rules.read_text(), flags=re.M):
+            name = re.match(r"rule (\w+):", block)
+            if name and re.search(r"^    resources:\n(?:        .*\n)*?        gpu=", block, flags=re.M):
+                gpu_rules.add(name.group(1))
+    assert {"assoc_trained", "mlp_capacity", "attention_capacity"} <= gpu_rules
+    profile = yaml.safe_load((REPOSITORY / "workflow/profiles/slurm/config.yaml").read_text())["set-resources"]
+    for rule in sorted(gpu_rules):
+        assert profile.get(rule, {}).get("gpu") == 1 and profile[rule]["slurm_partition"] == "gpu", rule
+
+
 def test_dvc_stages_match_snakemake_targets(workspace):
     stages = yaml.safe_load((workspace / "dvc.yaml").read_text())["stages"]
     targets = set(snakemake("--list-target-rules", cwd=workspace).stdout.split())
