@@ -7,10 +7,11 @@ import pandas as pd
 
 from factstore.plots import style
 
-# Two known values share x = 2: one line carries both labels.
+# (value, label, dotted): two known values share x = 2, so one line carries both labels; the
+# lines differ in style so the legend tells them apart.
 REFERENCES = [
-    (2.0, "2: perceptron bits / weight (Gardner); ~2 measured in language models (Allen-Zhu & Li 2024)"),
-    (1 / (2 * np.log(2)), r"$1/(2\ln 2) \approx 0.72$: linear memory at $\alpha_c = 1/2$"),
+    (2.0, "2: perceptron bits / weight (Gardner); ~2 measured in language models (Allen-Zhu & Li 2024)", False),
+    (1 / (2 * np.log(2)), r"$1/(2\ln 2) \approx 0.72$: linear memory at $\alpha_c = 1/2$", True),
 ]
 
 
@@ -23,8 +24,8 @@ def bits_per_parameter(table: pd.DataFrame):
     ax.barh(np.arange(len(table)), table.value, color=[colours[s] for s in table.study])
     ax.set_yticks(np.arange(len(table)), labels)
     ax.invert_yaxis()
-    for value, label in REFERENCES:
-        style.theory_vline(ax, value, label)
+    for value, label, dotted in REFERENCES:
+        style.theory_vline(ax, value, label, reference=dotted)
     ax.set_xlabel("capacity in bits per parameter")
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     return fig
