@@ -17,7 +17,7 @@ from factstore.mlp.capacity import (
     smallest_width,
     smallest_widths,
 )
-from factstore.mlp.modules import module_accuracy, parameter_count
+from factstore.mlp.modules import module_accuracy, parameter_count, parameters_per_unit
 
 torch.set_num_threads(1)
 
@@ -107,7 +107,7 @@ def test_ntk_search_answers_several_targets_from_one_pass():
     for target, result in together.items():
         alone = smallest_width("ntk", facts, target, generator(3), degree=2)
         assert (result.width, result.n_params) == (alone.width, alone.n_params)
-        assert result.n_params == ntk.parameters_per_unit(facts) * result.width == parameter_count(result.module)
+        assert result.n_params == parameters_per_unit("gated", 16, 16) * result.width == parameter_count(result.module)
     assert together[0.9].width <= together[0.99].width <= together[1.0].width
     without_modules = smallest_widths("ntk", facts, [1.0], generator(3), degree=2, build_modules=False)[1.0]
     assert without_modules.module is None and without_modules.n_params == together[1.0].n_params

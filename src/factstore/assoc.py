@@ -68,9 +68,7 @@ def recall_accuracy(
         stop = min(start + chunk_size, p)
         chunk_outputs = outputs if outputs.dim() == 3 else outputs[:, start:stop]
         logits = scores(weights, inputs[:, start:stop], chunk_outputs)
-        targets = torch.arange(start, stop, device=inputs.device) if outputs.dim() == 3 else torch.arange(
-            start, stop, device=inputs.device
-        )
+        targets = torch.arange(start, stop, device=inputs.device)
         correct += (logits.argmax(dim=-1) == targets).sum(dim=-1)
     return correct.to(torch.float64) / p
 

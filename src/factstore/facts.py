@@ -79,14 +79,6 @@ class FactSet:
         """The same keys and fact map with another value table (e.g. whitened values)."""
         return FactSet(self.keys, values, self.fact_map, self.name)
 
-    def with_keys(self, keys: Tensor) -> FactSet:
-        """The same values and fact map with other keys (e.g. whitened keys)."""
-        return FactSet(keys, self.values, self.fact_map, self.name)
-
-    def with_fact_map(self, fact_map: Tensor) -> FactSet:
-        """The same embeddings with another fact map (e.g. a fresh map for a usability test)."""
-        return FactSet(self.keys, self.values, fact_map, self.name)
-
 
 # ---------------------------------------------------------------------------------------------
 # Embeddings

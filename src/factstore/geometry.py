@@ -644,3 +644,11 @@ __all__ = [
     "whiten_fact_set",
     "whitening_transform",
 ]
+
+
+def per_value_targets(fact_set: FactSet, margin_optimal: bool = False, value_targets: Tensor | None = None) -> Tensor:
+    """(n_values, d_out) float64: what an MLP is built to emit for each value: `value_targets` if
+    given (e.g. a U* solved once and shared), else U* when margin_optimal, else V itself."""
+    if value_targets is not None:
+        return value_targets.to(torch.float64)
+    return margin_optimal_targets(fact_set.values)[0] if margin_optimal else fact_set.values.to(torch.float64)

@@ -65,6 +65,15 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
     return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
 
 
+def concat_tables(inputs: dict[str, Path], prefix: str, empty: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The tables of every input whose name starts with `prefix` (in name order), stacked; `empty`
+    (default: no columns) when there is none."""
+    tables = [read_table(path) for name, path in sorted(inputs.items()) if name.startswith(prefix)]
+    if not tables:
+        return pd.DataFrame() if empty is None else empty
+    return pd.concat(tables, ignore_index=True)
+
+
 def write_json(data: Any, path: str | os.PathLike) -> None:
     """Write JSON atomically, with sorted keys so equal content gives equal bytes."""
     with atomic_path(path) as tmp:

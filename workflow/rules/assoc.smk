@@ -131,7 +131,7 @@ rule assoc_figure_accuracy:
     input:
         **ASSOC_TABLES,
         hebbian="results/assoc/hebbian.csv",
-        code=code("experiments/assoc", "plots/style", "plots/assoc"),
+        code=code("experiments/assoc", "assoc", "plots/style", "plots/assoc"),
     params:
         step="assoc.figure_accuracy",
         json=as_json(FIGURE_PARAMS),
@@ -151,7 +151,7 @@ rule assoc_figure_capacity_extrapolation:
     input:
         capacity="results/assoc/capacity.csv",
         metrics=METRICS["assoc"],
-        code=code("experiments/assoc", "plots/style", "plots/assoc"),
+        code=code("experiments/assoc", "assoc", "plots/style", "plots/assoc"),
     params:
         step="assoc.figure_extrapolation",
         json=as_json(FIGURE_PARAMS),
@@ -171,7 +171,7 @@ rule assoc_figure_spectrum:
     input:
         **ASSOC_SPECTRA,
         capacity="results/assoc/capacity.csv",
-        code=code("experiments/assoc", "plots/style", "plots/assoc"),
+        code=code("experiments/assoc", "assoc", "plots/style", "plots/assoc"),
     params:
         step="assoc.figure_spectrum",
         json=as_json(FIGURE_PARAMS),
@@ -190,7 +190,7 @@ rule assoc_figure_rank_capacity:
         pdf="figures/assoc_rank_capacity.pdf",
     input:
         capacity="results/assoc/capacity.csv",
-        code=code("experiments/assoc", "plots/style", "plots/assoc"),
+        code=code("experiments/assoc", "assoc", "plots/style", "plots/assoc"),
     params:
         step="assoc.figure_rank",
         json=as_json(FIGURE_PARAMS),

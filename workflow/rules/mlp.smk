@@ -4,11 +4,12 @@
 # alpha (all methods, sharing the U* solve of their value set).
 
 MLP = config["mlp"]
-MLP_CODE = code(
+MLP_MODULES = (
     "experiments/mlp", "facts", "geometry", "mlp/__init__", "mlp/capacity", "mlp/ntk", "mlp/encoder_decoder",
     "mlp/gd", "mlp/hebbian", "mlp/lipschitz", "mlp/modules",
 )
-MLP_FIGURE_CODE = MLP_CODE + code("plots/style", "plots/mlp")
+MLP_CODE = code(*MLP_MODULES)
+MLP_FIGURE_CODE = code(*MLP_MODULES, "plots/style", "plots/mlp")
 MLP_FIGURES = ["capacity_scaling", "bits_per_parameter", "anisotropy", "whitening"]
 
 FIGURES += [f"figures/mlp_{name}.{ext}" for name in MLP_FIGURES for ext in ("png", "pdf")]

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from factstore import assoc
 from factstore.device import derived_generator
-from factstore.io import read_table
+from factstore.io import concat_tables, read_table
 
 
 def hebbian(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
@@ -69,11 +69,6 @@ def trained(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     return {"table": pd.DataFrame(rows), "spectra": pd.DataFrame(spectra)}
 
 
-def _concat(inputs: dict[str, Path], prefix: str) -> pd.DataFrame:
-    tables = [read_table(path) for name, path in sorted(inputs.items()) if name.startswith(prefix)]
-    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-
-
 def capacities(curves: pd.DataFrame, threshold: float, keys: list[str]) -> pd.DataFrame:
     """Apparent capacity per group: the load where the seed-averaged accuracy falls below `threshold`."""
     rows = []
@@ -92,8 +87,8 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     inputs: hebbian=..., trained_*=..., spectra_*=... ; params: capacity_accuracy, spectrum_d.
     """
     threshold = params["capacity_accuracy"]
-    curves = _concat(inputs, "trained_")
-    spectra = _concat(inputs, "spectra_")
+    curves = concat_tables(inputs, "trained_")
+    spectra = concat_tables(inputs, "spectra_")
     hebbian_curves = read_table(inputs["hebbian"])
 
     capacity = capacities(curves, threshold, ["method", "problem", "rank_fraction", "d"])
@@ -200,7 +195,7 @@ def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) 
 def figure_accuracy(params, inputs, context):
     from factstore.plots import assoc as plots, style
 
-    return style.outputs(plots.accuracy_vs_load(_concat(inputs, "trained_"), read_table(inputs["hebbian"]), params))
+    return style.outputs(plots.accuracy_vs_load(concat_tables(inputs, "trained_"), read_table(inputs["hebbian"]), params))
 
 
 def figure_extrapolation(params, inputs, context):
@@ -211,7 +206,7 @@ def figure_extrapolation(params, inputs, context):
 
 def figure_spectrum(params, inputs, context):
     """Singular values of the trained W at capacity (largest d) against the quarter-circle law."""
-    capacity, spectra = read_table(inputs["capacity"]), _concat(inputs, "spectra_")
+    capacity, spectra = read_table(inputs["capacity"]), concat_tables(inputs, "spectra_")
     d = params["spectrum_d"]
     samples = {}
     for (problem, kappa), group in spectra[spectra.d == d].groupby(["problem", "rank_fraction"]):

@@ -53,10 +53,11 @@ from torch import Tensor, nn
 from factstore.device import derived_generator
 from factstore.facts import FactSet, make_fact_set, real_fact_set
 from factstore.geometry import fold_into_mlp, fold_value_transform, margin_optimal_targets, whiten_fact_set
-from factstore.io import read_table
-from factstore.mlp import gd
+from factstore.io import concat_tables, read_table
+from factstore.mlp import TRAINERS, gd
 from factstore.mlp.capacity import WidthSearch, smallest_widths
-from factstore.mlp.modules import EncoderDecoderMLP, GatedMLP, PlainMLP, module_outputs
+from factstore.mlp.lipschitz import lipschitz_estimate
+from factstore.mlp.modules import input_layers, module_outputs, output_layer, parameters_per_unit
 
 
 @dataclass(frozen=True)
@@ -152,11 +153,6 @@ def fitted_params(n_facts, fit: dict[str, float]) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-def gd_units(spec: MethodSpec, dim_in: int, dim_out: int) -> int:
-    """Parameters per hidden unit of a bias-free GD MLP (gated: 2 d_in + d_out; plain: d_in + d_out)."""
-    return (2 * dim_in + dim_out) if spec.library_name.startswith("gd_gated") else (dim_in + dim_out)
-
-
 def search_method(
     method: str, fact_set: FactSet, targets: list[float], seed_parts: tuple, params: dict,
     value_targets: Tensor | None = None, gd_guess: int | None = None, build_modules: bool = False,
@@ -192,7 +188,8 @@ def search_method(
 def default_gd_guess(spec: MethodSpec, fact_set: FactSet) -> int:
     """The width at which the MLP would hold log2(F!) bits at 2 bits per parameter."""
     bits = float(permutation_bits(fact_set.n_facts))
-    return max(1, math.ceil(bits / 2 / gd_units(spec, fact_set.key_dim, fact_set.value_dim)))
+    architecture = TRAINERS[spec.library_name].keywords["architecture"]
+    return max(1, math.ceil(bits / 2 / parameters_per_unit(architecture, fact_set.key_dim, fact_set.value_dim)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,17 +241,7 @@ def fold_module(module: nn.Module, key_transform: Tensor, value_transform: Tenso
     import copy
 
     folded = copy.deepcopy(module)
-    reader = folded.encoder if isinstance(folded, EncoderDecoderMLP) else folded
-    if isinstance(reader, GatedMLP):
-        inputs = [reader.gate, reader.main]
-    elif isinstance(reader, PlainMLP):
-        inputs = [reader.input]
-    else:
-        raise TypeError(f"cannot fold whitening into a {type(module).__name__}")
-    if isinstance(folded, EncoderDecoderMLP):
-        output = folded.decoder
-    else:
-        output = folded.down if isinstance(folded, GatedMLP) else folded.output
+    inputs, output = input_layers(folded), output_layer(folded)
     dtype = output.weight.dtype
     with torch.no_grad():
         first, last = fold_into_mlp([layer.weight for layer in inputs], output.weight,
@@ -272,15 +259,11 @@ def lipschitz_constants(module: nn.Module, keys: Tensor, n_samples: int, generat
     """(Lip, Lip / RMS output norm, RMS output norm) over `n_samples` sampled keys.
 
     Lip = max_i ||J_g(k_i)||_2 (SPEC: the Jacobian's spectral norm at sampled keys; the library's
-    lipschitz.jacobian_norms, in chunks of rows to bound memory at large widths). Decoding does
+    lipschitz.lipschitz_estimate, in chunks of rows to bound memory at large widths). Decoding does
     not depend on the output scale, so Lip / RMS_i ||g(k_i)|| (over all keys) is the scale-free
     version that can be compared across methods.
     """
-    from factstore.mlp.lipschitz import jacobian_norms
-
-    rows = torch.randperm(len(keys), generator=generator)[: min(n_samples, len(keys))]
-    norms = torch.cat([jacobian_norms(module, keys[rows[i : i + chunk_size]]) for i in range(0, len(rows), chunk_size)])
-    lipschitz = float(norms.max())
+    lipschitz = lipschitz_estimate(module, keys, n_samples, generator, chunk_size)
     rms = float(module_outputs(module, keys).norm(dim=1).pow(2).mean().sqrt())
     return lipschitz, lipschitz / rms if rms > 0 else math.nan, rms
 
@@ -452,11 +435,6 @@ def spearman(x, y) -> float:
     return float(spearmanr(x, y).statistic)
 
 
-def concat_tables(inputs: dict[str, Path], prefix: str) -> pd.DataFrame:
-    tables = [read_table(path) for name, path in sorted(inputs.items()) if name.startswith(prefix)]
-    return pd.concat(tables, ignore_index=True) if tables else _tidy([])
-
-
 def seed_means(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean W over replicates per group; stored only if every replicate stored (else W = NaN)."""
     grouped = table.groupby(keys, dropna=False)
@@ -488,9 +466,9 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     anisotropy_facts (the F every method runs at in the anisotropy sweep).
     Returns {"results": every row, "fits": per (method, target), "metrics": metric, value, detail}.
     """
-    capacity_table = concat_tables(inputs, "capacity_")
-    anisotropy_table = concat_tables(inputs, "anisotropy_")
-    whitening_table = concat_tables(inputs, "whitening_")
+    capacity_table = concat_tables(inputs, "capacity_", _tidy([]))
+    anisotropy_table = concat_tables(inputs, "anisotropy_", _tidy([]))
+    whitening_table = concat_tables(inputs, "whitening_", _tidy([]))
     results = pd.concat([capacity_table, anisotropy_table, whitening_table], ignore_index=True)
     fits = fits_table(capacity_table)
     metrics: list[dict] = []

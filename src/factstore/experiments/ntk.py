@@ -19,7 +19,7 @@ import torch
 
 from factstore import ntk_theory as ntk
 from factstore.device import derived_generator
-from factstore.io import read_table
+from factstore.io import concat_tables, read_table
 
 DTYPE = torch.float64  # kernels are compared at the 1e-3 level; float64 keeps rounding out of it
 
@@ -133,11 +133,6 @@ def scaling(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
 
 
 # ------------------------------------------------------------------------------ summary
-def _concat(inputs: dict[str, Path], prefix: str) -> pd.DataFrame:
-    tables = [read_table(path) for name, path in sorted(inputs.items()) if name.startswith(prefix)]
-    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-
-
 def _mean_curve(table: pd.DataFrame, key: str, value: str) -> pd.Series:
     """Mean over seeds of `value` at each `key`, sorted by key."""
     return table.groupby(key)[value].mean().sort_index()
@@ -156,7 +151,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     spherical harmonics are learnt); the fit over every P is reported too (suffix _all_sizes).
     """
     convergence_table = read_table(inputs["convergence"])
-    training_table = _concat(inputs, "training_")
+    training_table = concat_tables(inputs, "training_")
     scaling_table = read_table(inputs["scaling"])
     rows = []
 
@@ -214,14 +209,14 @@ def figure_lazy(params, inputs, context):
     """Relative NTK change during training vs width. inputs: training_<width> summaries."""
     from factstore.plots import ntk as plots, style
 
-    return style.outputs(plots.lazy_training(_concat(inputs, "training_"), params))
+    return style.outputs(plots.lazy_training(concat_tables(inputs, "training_"), params))
 
 
 def figure_linearised(params, inputs, context):
     """Network vs linearised outputs. inputs: training_<width> summaries, trajectories_<width>."""
     from factstore.plots import ntk as plots, style
 
-    return style.outputs(plots.linearised(_concat(inputs, "training_"), _concat(inputs, "trajectories_"), params))
+    return style.outputs(plots.linearised(concat_tables(inputs, "training_"), concat_tables(inputs, "trajectories_"), params))
 
 
 def figure_scaling(params, inputs, context):

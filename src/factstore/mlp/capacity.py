@@ -34,9 +34,9 @@ import torch
 from torch import Tensor, nn
 
 from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, dot_product_accuracy
-from factstore.geometry import margin_optimal_targets
+from factstore.geometry import margin_optimal_targets, per_value_targets
 from factstore.mlp import METHODS, TRAINERS, encoder_decoder, ntk
-from factstore.mlp.modules import module_accuracy, parameter_count
+from factstore.mlp.modules import module_accuracy, parameter_count, parameters_per_unit
 
 PREFIX_METHODS = {"ntk": {}, "ntk_ustar": {"margin_optimal": True}}
 CODE_SIZE_METHODS = {"encoder_decoder", "encoder_decoder_ustar", "encoder_decoder_plain"}
@@ -234,29 +234,35 @@ def ntk_smallest_widths(
 
 def code_size_search(
     method: str, fact_set: FactSet, target: float, generator: torch.Generator,
-    chunk_size: int = DEFAULT_CHUNK_SIZE, **options,
+    chunk_size: int = DEFAULT_CHUNK_SIZE, built: dict[int, tuple[nn.Module, int, float]] | None = None, **options,
 ) -> tuple[int | None, dict[int, float], nn.Module | None, int | None]:
     """Smallest code size m of an encoder-decoder method: (m, {m: code accuracy}, module, n_params).
 
     The codes are checked directly (D_m D_m^T t_f(i) against all values) on the same decoder
     draw `build` will make, since the decoder is the first thing drawn; then the module is built
     at m and its accuracy verified (the encoder solve is exact up to rounding, but if it ever
-    falls short, m grows until the module passes).
+    falls short, m grows until the module passes). built: {m: (module, n_params, accuracy)} of
+    modules already built from the same generator state (filled here), so several targets that
+    land on the same m solve the encoder once.
     """
     builder = METHODS[method]
     value_targets = options.pop("value_targets", None)
     if value_targets is None:
-        value_targets = encoder_decoder.per_value_targets(fact_set, _is_margin_optimal(method, options))
+        value_targets = per_value_targets(fact_set, _is_margin_optimal(method, options))
     start_state = generator.get_state()
     decoder = encoder_decoder.random_orthogonal(fact_set.value_dim, generator)
     size, evaluations = binary_search_width(
         lambda m: encoder_decoder.code_accuracy(fact_set, decoder[:, :m], value_targets, chunk_size),
         target, 1, fact_set.value_dim,
     )
+    built = {} if built is None else built
     while size is not None and size <= fact_set.value_dim:
-        generator.set_state(start_state)
-        module, n_params = builder(fact_set, size, generator, value_targets=value_targets, **options)
-        if module_accuracy(module, fact_set, chunk_size) >= target:
+        if size not in built:
+            generator.set_state(start_state)
+            module, n_params = builder(fact_set, size, generator, value_targets=value_targets, **options)
+            built[size] = (module, n_params, module_accuracy(module, fact_set, chunk_size))
+        module, n_params, accuracy = built[size]
+        if accuracy >= target:
             return size, evaluations, module, n_params
         size += 1
     return None, evaluations, None, None
@@ -299,7 +305,9 @@ def trained_smallest_widths(
 
         width, evaluations = bracket_search_width(accuracy_at, target, guess, low, high, growth, resolution)
         module = trained[width][0] if width is not None else None
-        n_params, params_at_cap = (parameter_count(module), None) if module is not None else (None, _cap_params(trained, high))
+        n_params = parameter_count(module) if module is not None else None
+        params_at_cap = None if module is not None else high * parameters_per_unit(
+            TRAINERS[method].keywords["architecture"], fact_set.key_dim, fact_set.value_dim)
         results[target] = WidthSearch(
             method=method, target=target, width=width, n_params=n_params,
             accuracy=evaluations.get(width) if width is not None else None,
@@ -342,11 +350,11 @@ def smallest_widths(
                                        high=high or DEFAULT_HIGH["trained"], **options)
     results = {}
     if method in CODE_SIZE_METHODS:
-        start_state = generator.get_state()
+        start_state, built = generator.get_state(), {}
         for target in sorted(targets):
             generator.set_state(start_state)  # every target sees the same decoder draw
             width, evaluations, module, n_params = code_size_search(
-                method, fact_set, target, generator, chunk_size, **options
+                method, fact_set, target, generator, chunk_size, built, **options
             )
             results[target] = _finished(method, target, width, n_params, evaluations, started, module)
         return results
@@ -355,7 +363,7 @@ def smallest_widths(
         high = high or DEFAULT_HIGH["prefix"]
         start_state = generator.get_state()
         widths, evaluations = ntk_smallest_widths(fact_set, targets, generator, low, high, chunk_size, **options)
-        per_unit = ntk.parameters_per_unit(fact_set)
+        per_unit = parameters_per_unit("gated", fact_set.key_dim, fact_set.value_dim)
         for target, width in widths.items():
             module, n_params = None, (None if width is None else width * per_unit)
             if build_modules:  # at the cap when the target is not reached: the largest MLP tried
@@ -397,12 +405,6 @@ def _finished(
         evaluations=dict(sorted(evaluations.items())), seconds=time.perf_counter() - started,
         params_at_cap=params_at_cap if width is None else None, module=module,
     )
-
-
-def _cap_params(trained: dict[int, tuple[nn.Module, float]], high: int) -> int:
-    """Parameters of a trained MLP at width `high` (bias-free: they grow linearly with the width)."""
-    width, (module, _) = next(iter(trained.items()))
-    return high * parameter_count(module) // width
 
 
 def _is_margin_optimal(method: str, options: dict) -> bool:

@@ -53,7 +53,7 @@ import torch
 from torch import Tensor
 
 from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, stored_mask
-from factstore.geometry import margin_optimal_targets
+from factstore.geometry import per_value_targets
 from factstore.mlp.modules import EncoderDecoderMLP, GatedMLP, PlainMLP, activation_function, parameter_count
 
 GateKind = Literal["interpolating", "random"]
@@ -70,13 +70,6 @@ def random_orthogonal(dim: int, generator: torch.Generator) -> Tensor:
     gaussian = torch.randn(dim, dim, generator=generator, dtype=torch.float64)
     q, r = torch.linalg.qr(gaussian)
     return q * torch.sign(torch.diagonal(r))
-
-
-def per_value_targets(fact_set: FactSet, margin_optimal: bool = False, value_targets: Tensor | None = None) -> Tensor:
-    """(n_values, d_out) float64: what each value's code encodes, V (default) or U*."""
-    if value_targets is not None:
-        return value_targets.to(torch.float64)
-    return margin_optimal_targets(fact_set.values)[0] if margin_optimal else fact_set.values.to(torch.float64)
 
 
 def code_accuracy(

@@ -38,10 +38,10 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from factstore.facts import FactSet
-from factstore.mlp.modules import GatedMLP, PlainMLP, parameter_count
+from factstore.mlp.modules import GatedMLP, PlainMLP, input_layers, output_layer, parameter_count
 
 Architecture = Literal["gated", "plain"]
 
@@ -85,18 +85,10 @@ def make_mlp(
     return module
 
 
-def _input_weights(module: GatedMLP | PlainMLP) -> list[nn.Linear]:
-    return [module.gate, module.main] if isinstance(module, GatedMLP) else [module.input]
-
-
-def _output_weight(module: GatedMLP | PlainMLP) -> nn.Linear:
-    return module.down if isinstance(module, GatedMLP) else module.output
-
-
 def unit_importance(module: GatedMLP | PlainMLP) -> Tensor:
     """(h,): product of the norms of a unit's input rows and its output column."""
-    importance = _output_weight(module).weight.detach().norm(dim=0)
-    for layer in _input_weights(module):
+    importance = output_layer(module).weight.detach().norm(dim=0)
+    for layer in input_layers(module):
         importance = importance * layer.weight.detach().norm(dim=1)
     return importance
 
@@ -109,15 +101,15 @@ def resize_hidden(module: GatedMLP | PlainMLP, hidden: int, generator: torch.Gen
     function is unchanged at the start and the new units still receive gradient.
     """
     architecture: Architecture = "gated" if isinstance(module, GatedMLP) else "plain"
-    dtype = _output_weight(module).weight.dtype
-    d_in, d_out = _input_weights(module)[0].in_features, _output_weight(module).out_features
+    dtype = output_layer(module).weight.dtype
+    d_in, d_out = input_layers(module)[0].in_features, output_layer(module).out_features
     resized = make_mlp(architecture, d_in, hidden, d_out, generator, module.activation, dtype)
     kept = unit_importance(module).argsort(descending=True)[: min(hidden, module.hidden)]
     with torch.no_grad():
-        for new_layer, old_layer in zip(_input_weights(resized), _input_weights(module), strict=True):
+        for new_layer, old_layer in zip(input_layers(resized), input_layers(module), strict=True):
             new_layer.weight[: len(kept)] = old_layer.weight[kept]
-        _output_weight(resized).weight.zero_()
-        _output_weight(resized).weight[:, : len(kept)] = _output_weight(module).weight[:, kept]
+        output_layer(resized).weight.zero_()
+        output_layer(resized).weight[:, : len(kept)] = output_layer(module).weight[:, kept]
     return resized
 
 
@@ -144,14 +136,16 @@ def cross_entropy_pass(
     """
     n_facts = len(outputs)
     gradient = torch.empty_like(outputs)
-    total_loss, n_correct = 0.0, 0
+    # accumulated on the device: one host sync per pass, not two per chunk (matters on a GPU)
+    total_loss = torch.zeros((), dtype=torch.float64, device=outputs.device)
+    n_correct = torch.zeros((), dtype=torch.int64, device=outputs.device)
     for start in range(0, n_facts, chunk_size):
         rows = slice(start, start + chunk_size)
         target = fact_map[rows].unsqueeze(1)
         logits = outputs[rows] @ values.T
         target_logit = logits.gather(1, target)
         best_other = torch.amax(logits.scatter_(1, target, float("-inf")), dim=1, keepdim=True)
-        n_correct += int((target_logit > best_other).sum())
+        n_correct += (target_logit > best_other).sum()
         row_max = torch.maximum(target_logit, best_other)
         # Clamp before exp (edit by the `mlp` study engineer): exp of float32 inputs below ~-87
         # underflows through a slow scalar path (~10-25x slower than the vector path, with or
@@ -159,11 +153,11 @@ def cross_entropy_pass(
         # changes no loss or gradient at float32 precision (the normaliser is >= 1).
         exponentials = logits.scatter_(1, target, target_logit).sub_(row_max).clamp_min_(-80.0).exp_()
         normaliser = exponentials.sum(dim=1, keepdim=True)
-        total_loss += float((normaliser.log() - (target_logit - row_max)).sum())
+        total_loss += (normaliser.log() - (target_logit - row_max)).sum().double()
         probabilities = exponentials.div_(normaliser)
         probabilities.scatter_add_(1, target, -torch.ones_like(target_logit))
         gradient[rows] = probabilities @ values / n_facts
-    return total_loss / n_facts, gradient, n_correct
+    return float(total_loss) / n_facts, gradient, int(n_correct)
 
 
 def cosine_lr(step: int, protocol: Protocol) -> float:

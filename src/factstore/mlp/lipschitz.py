@@ -35,11 +35,18 @@ def jacobian_norms(module: nn.Module, inputs: Tensor) -> Tensor:
 
 
 def lipschitz_estimate(
-    module: nn.Module, keys: Tensor, n_samples: int = 100, generator: torch.Generator | None = None
+    module: nn.Module, keys: Tensor, n_samples: int = 100, generator: torch.Generator | None = None,
+    chunk_size: int | None = None,
 ) -> float:
-    """max over n_samples sampled keys k_i of ||J_g(k_i)||_2 (keys: (F, d_in))."""
+    """max over n_samples sampled keys k_i of ||J_g(k_i)||_2 (keys: (F, d_in)).
+
+    chunk_size: Jacobians taken this many rows at a time (memory ~ chunk x d_out x hidden for a
+    wide MLP); None: all sampled rows at once.
+    """
     rows = _sample_rows(len(keys), n_samples, generator)
-    return float(jacobian_norms(module, keys[rows]).max())
+    chunk_size = chunk_size or len(rows)
+    norms = [jacobian_norms(module, keys[rows[start : start + chunk_size]]) for start in range(0, len(rows), chunk_size)]
+    return float(torch.cat(norms).max())
 
 
 def pairwise_lipschitz_estimate(

@@ -174,6 +174,39 @@ class EncoderDecoderMLP(nn.Module):
         return self.decoder(self.encoder(x))
 
 
+def parameters_per_unit(architecture: str, d_in: int, d_out: int) -> int:
+    """Parameters one hidden unit adds to a bias-free MLP: gated 2 d_in + d_out (gate and main
+    rows, a down column), plain d_in + d_out. A width-h MLP has h times this many."""
+    if architecture == "gated":
+        return 2 * d_in + d_out
+    if architecture == "plain":
+        return d_in + d_out
+    raise ValueError(f"unknown architecture '{architecture}' (use 'gated' or 'plain')")
+
+
+def input_layers(module: nn.Module) -> list[nn.Linear]:
+    """The linear maps that read the MLP's input: gate and main (gated), input (plain), those of
+    the encoder (encoder-decoder). Folding and pruning act on exactly these and `output_layer`."""
+    if isinstance(module, EncoderDecoderMLP):
+        return input_layers(module.encoder)
+    if isinstance(module, GatedMLP):
+        return [module.gate, module.main]
+    if isinstance(module, PlainMLP):
+        return [module.input]
+    raise TypeError(f"no input layers known for a {type(module).__name__}")
+
+
+def output_layer(module: nn.Module) -> nn.Linear:
+    """The linear map that writes the MLP's output: down (gated), output (plain), the decoder."""
+    if isinstance(module, EncoderDecoderMLP):
+        return module.decoder
+    if isinstance(module, GatedMLP):
+        return module.down
+    if isinstance(module, PlainMLP):
+        return module.output
+    raise TypeError(f"no output layer known for a {type(module).__name__}")
+
+
 def parameter_count(module: nn.Module) -> int:
     """Number of scalars in the module's parameters (what the capacity plots call W)."""
     return sum(parameter.numel() for parameter in module.parameters())

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, dot_product_accuracy
-from factstore.geometry import margin_optimal_targets
+from factstore.geometry import per_value_targets
 from factstore.mlp.modules import (
     GatedMLP,
     PlainMLP,
@@ -102,9 +102,7 @@ def construction_targets(
     T = value_targets if given (e.g. a precomputed U*), else U* when margin_optimal (solved here,
     which costs a decodability solve), else the values V themselves.
     """
-    if value_targets is None:
-        value_targets = margin_optimal_targets(fact_set.values)[0] if margin_optimal else fact_set.values
-    return value_targets.to(torch.float64)[fact_set.fact_map]
+    return per_value_targets(fact_set, margin_optimal, value_targets)[fact_set.fact_map]
 
 
 def check_hermite_coefficient(activation: str, degree: int, gate_derivative: bool = False) -> float:
@@ -190,12 +188,6 @@ def build(
     check_hermite_coefficient(activation, degree)
     module = _construct(fact_set, size, generator, activation, degree, margin_optimal, value_targets, block_size)
     return module, parameter_count(module)
-
-
-def parameters_per_unit(fact_set: FactSet) -> int:
-    """Parameters one gated unit adds to `build`'s MLP: a gate and an up row (d_in each) and a
-    down column (d_out), so a width-h MLP has h (2 d_in + d_out)."""
-    return 2 * fact_set.key_dim + fact_set.value_dim
 
 
 def finite_difference_mlp(gated: GatedMLP, step: float = DEFAULT_STEP) -> PlainMLP:

@@ -12,7 +12,7 @@ from factstore.plots import style
 MARKERS = {"ntk": "o", "ntk_ustar": "s", "ed_gated": "D", "ed_gated_v": "d", "ed_plain": "^", "gd_gated": "v", "gd_plain": "P"}
 
 
-def _colours(methods=None) -> dict:
+def _colours() -> dict:
     """One colour per method, the same in every figure of the study."""
     return style.palette(list(METHOD_SPECS))
 
@@ -29,9 +29,7 @@ def _per_group(rows: pd.DataFrame, x: str) -> pd.DataFrame:
     """Mean, min and max W over replicates per x; stored only where every replicate stored."""
     grouped = rows.groupby(x)
     out = grouped.agg(mean=("n_params", "mean"), low=("n_params", "min"), high=("n_params", "max"),
-                      stored=("stored", "all"), cap=("params_at_cap", "max"), best=("best_accuracy", "mean"),
-                      rho=("rho", "mean"), fpp=("facts_per_parameter", "mean"),
-                      lipschitz=("lipschitz_relative", "mean")).reset_index()
+                      stored=("stored", "all"), cap=("params_at_cap", "max")).reset_index()
     return out
 
 
@@ -53,7 +51,7 @@ def capacity_scaling(results: pd.DataFrame, fits: pd.DataFrame, params: dict):
     table = results[results.experiment == "capacity"]
     targets = sorted(table.target.unique())
     fig, axes = style.figure(ncols=len(targets), width=4.4, height=3.8, sharey=True)
-    colours = _colours(table.method)
+    colours = _colours()
     bits = params["bits_per_parameter_assumed"]
     grid = np.geomspace(table.F.min(), table.F.max(), 60)
     for ax, target in zip(axes[0], targets):
@@ -88,7 +86,7 @@ def bits_per_parameter(results: pd.DataFrame, params: dict):
     targets = sorted(table.target.unique())
     fig, axes = style.figure(ncols=2, width=4.2, height=3.6)
     left, right = axes[0]
-    colours = _colours(table.method)
+    colours = _colours()
     styles = dict(zip(targets, ["-", "-.", ":"]))
     for method in [m for m in METHOD_SPECS if m in set(table.method)]:
         for target in targets:
