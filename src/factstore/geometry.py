@@ -243,7 +243,11 @@ def _frank_wolfe_gap(gram: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
     With u = p / ||p||, the working-set margins are <d_j, u> = (G w)_j / ||p||, so
     ||p|| - min_j <d_j, u> = (w^T G w - min_j (G w)_j) / ||p|| >= 0, zero exactly at the optimum.
     """
-    gradient, squared_norm = _quadratic(gram, weights)
+    return _gap_from_quadratic(*_quadratic(gram, weights))
+
+
+def _gap_from_quadratic(gradient: Tensor, squared_norm: Tensor) -> tuple[Tensor, Tensor]:
+    """_frank_wolfe_gap from an already computed (G w, w^T G w)."""
     norm = squared_norm.clamp_min(0.0).sqrt()
     gap = (squared_norm - gradient.min(dim=1).values) / norm.clamp_min(1e-300)
     return gap, norm
@@ -301,7 +305,10 @@ def _curvature_on_simplex(gram: Tensor) -> Tensor:
 
 def _is_solved(gram: Tensor, weights: Tensor, tolerance: float) -> Tensor:
     """(B,) bool: margin gap below tolerance, or the min-norm point is (numerically) the origin."""
-    gap, norm = _frank_wolfe_gap(gram, weights)
+    return _solved_from_gap(*_frank_wolfe_gap(gram, weights), tolerance)
+
+
+def _solved_from_gap(gap: Tensor, norm: Tensor, tolerance: float) -> Tensor:
     return (gap <= tolerance) | (norm <= tolerance)
 
 
@@ -406,7 +413,7 @@ def _wolfe_min_norm_point(gram: Tensor, tolerance: float, max_steps: int) -> Ten
     for _ in range(max_steps):
         gradient, squared_norm = _quadratic(gram, weights)
         entering = gradient.argmin(dim=1)
-        finished = in_major_cycle & _is_solved(gram, weights, tolerance)
+        finished = in_major_cycle & _solved_from_gap(*_gap_from_quadratic(gradient, squared_norm), tolerance)
         result[live] = weights
         if bool(finished.all()):
             break
