@@ -1,0 +1,25 @@
+"""The metrics table a study's summary step writes (results/<study>/metrics.csv).
+
+Each row is (metric, value, detail); config/claims.yaml reads rows by their metric name. Names are
+written literally where they are added (`metrics.add("heads_linear_r2", ...)`), never assembled
+from pieces, so `grep` finds the code behind every claim (a test keeps it so).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+class MetricsTable:
+    """Collects named scalar results in the order they are added."""
+
+    def __init__(self) -> None:
+        self._rows: list[dict] = []
+
+    def add(self, name: str, value: float, detail: str = "") -> None:
+        """One metric; `value` is stored as a float (NaN when it could not be measured)."""
+        self._rows.append({"metric": name, "value": float(value), "detail": detail})
+
+    def frame(self) -> pd.DataFrame:
+        """The table as written to metrics.csv: columns metric, value, detail."""
+        return pd.DataFrame(self._rows, columns=["metric", "value", "detail"])

@@ -1,0 +1,180 @@
+"""Monotone searches: the boundary of a pass / fail property along the integers.
+
+Every capacity in this package is such a boundary: the smallest MLP width that stores the facts
+(accuracy non-decreasing in width), the largest dataset a model fits (accuracy non-increasing in
+the dataset size). The searches take the expensive evaluation as a callable and never evaluate a
+point twice; each returns every probe so non-monotone cases stay visible.
+
+- `binary_search_smallest`, `bracket_search_smallest`, `doubling_search_smallest`: the smallest
+  passing integer, one probe at a time (bracketing from a guess, then bisection).
+- `search_largest`: the largest passing integer, several probes per round (the models of one
+  round train side by side).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+def _check_range(low: int, high: int) -> None:
+    if low < 1 or high < low:
+        raise ValueError(f"need 1 <= low <= high, got low={low}, high={high}")
+
+
+def _probe_cache(accuracy_at: Callable[[int], float], target: float) -> tuple[Callable[[int], bool], dict[int, float]]:
+    """(passes(width), the {width: accuracy} it fills): each width is evaluated at most once."""
+    evaluations: dict[int, float] = {}
+
+    def passes(width: int) -> bool:
+        if width not in evaluations:
+            evaluations[width] = accuracy_at(width)
+        return evaluations[width] >= target
+
+    return passes, evaluations
+
+
+def _bisect(passes: Callable[[int], bool], lo: int, hi: int, resolution: float = 0.0) -> int:
+    """Bisection of (lo, hi], hi passing and lo failing (or below the range), until
+    hi - lo <= max(1, resolution * hi); returns hi."""
+    while hi - lo > max(1, resolution * hi):
+        middle = (lo + hi) // 2
+        if passes(middle):
+            hi = middle
+        else:
+            lo = middle
+    return hi
+
+
+def binary_search_smallest(
+    accuracy_at: Callable[[int], float], target: float, low: int, high: int
+) -> tuple[int | None, dict[int, float]]:
+    """(smallest w in [low, high] with accuracy_at(w) >= target, {w: accuracy} of every probe).
+
+    Assumes accuracy_at is monotone non-decreasing (so the passing widths form [w*, high]).
+    Probes `high` first and returns None if even it fails; then bisects keeping the invariant
+    "hi passes, everything <= lo fails" (lo starts at low - 1, never probed), so it makes at
+    most 1 + ceil(log2(high - low + 1)) probes. Probes are cached: no width is run twice.
+    """
+    _check_range(low, high)
+    passes, evaluations = _probe_cache(accuracy_at, target)
+    if not passes(high):
+        return None, evaluations
+    return _bisect(passes, low - 1, high), evaluations
+
+
+def bracket_search_smallest(
+    accuracy_at: Callable[[int], float], target: float, guess: int, low: int = 1, high: int = 2**14,
+    growth: float = 2.0, resolution: float = 0.0,
+) -> tuple[int | None, dict[int, float]]:
+    """(smallest passing width found, {width: accuracy}) by bracketing from `guess`, then bisection.
+
+    From the guess, steps down (divide by `growth`) while it passes or up (multiply) until it
+    passes, so the answer lies in (lo, hi] with lo failing (or below `low`) and hi passing; then
+    bisects until hi - lo <= max(1, resolution * hi). resolution = 0 gives the exact boundary
+    (for a monotone curve); 0.05 gives hi within ~5% above it with fewer probes. None if `high`
+    fails. Probes are cached. A good guess (e.g. the previous F's answer) saves most probes.
+    """
+    _check_range(low, high)
+    passes, evaluations = _probe_cache(accuracy_at, target)
+    width = min(max(int(guess), low), high)
+    if passes(width):
+        lo, hi = low - 1, width
+        while hi > low:
+            below = max(low, min(hi - 1, math.floor(hi / growth)))
+            if passes(below):
+                hi = below
+            else:
+                lo = below
+                break
+    else:
+        lo = width
+        while True:
+            if lo >= high:
+                return None, evaluations
+            above = min(high, max(lo + 1, math.ceil(lo * growth)))
+            if passes(above):
+                hi = above
+                break
+            lo = above
+    return _bisect(passes, lo, hi, resolution), evaluations
+
+
+def doubling_search_smallest(
+    accuracy_at: Callable[[int], float], target: float, low: int, high: int
+) -> tuple[int | None, dict[int, float]]:
+    """Doubling from `low` (low, 2 low, ...) to bracket the answer, then exact bisection: cheaper
+    than binary_search_smallest when the answer is far below `high` and probes cost ~ width."""
+    return bracket_search_smallest(accuracy_at, target, guess=low, low=low, high=high)
+
+
+@dataclass
+class LargestSearch:
+    """Outcome of a search: the largest fitted size found, the smallest failing one, every probe."""
+
+    capacity: int
+    smallest_failure: int | None
+    probes: list[tuple[int, float]] = field(default_factory=list)  # (size, accuracy), in probe order
+
+    @property
+    def memorised_examples(self) -> float:
+        """max over probed N of N x training accuracy (the paper's count of memorised examples)."""
+        return max((size * accuracy for size, accuracy in self.probes), default=0.0)
+
+
+def search_largest(
+    fit_accuracy: Callable[[list[int]], list[float]],
+    start: int,
+    target_accuracy: float = 1.0,
+    probes_per_round: int = 1,
+    growth: float = 2.0,
+    max_size: int = 10**7,
+    relative_resolution: float = 0.05,
+) -> LargestSearch:
+    """Largest N with fit_accuracy([N]) >= target, by geometric bracketing then subdivision.
+
+    fit_accuracy(sizes) -> accuracies trains one model per size (all at once when it can).
+    Bracketing probes `probes_per_round` sizes per round, each `growth` x the previous, upward
+    from `start` until one fails (downward if `start` already fails); the bracket [fitted, failed]
+    is then cut into probes_per_round + 1 equal parts per round (bisection for one probe) until
+    its width is at most max(1, relative_resolution x fitted).
+
+    The datasets must be nested (each a prefix of the next, as `fit_sizes` uses them): a model
+    that fits N examples fits every prefix, so the capacity is the largest fitted N, and a
+    failure below it is an optimisation failure, not a bound. The bracket is (largest fitted N,
+    smallest failed N above it). Returns capacity 0 when even N = 1 fails, and smallest_failure
+    None when max_size fits.
+    """
+    if start < 1 or probes_per_round < 1 or growth <= 1:
+        raise ValueError("need start >= 1, probes_per_round >= 1 and growth > 1")
+    search = LargestSearch(capacity=0, smallest_failure=None)
+
+    def probe(sizes: list[int]) -> None:
+        sizes = sorted(set(sizes))
+        accuracies = fit_accuracy(sizes)
+        search.probes.extend(zip(sizes, (float(a) for a in accuracies)))
+        fitted = [size for size, accuracy in search.probes if accuracy >= target_accuracy]
+        search.capacity = max(fitted, default=0)
+        failed_above = [size for size, accuracy in search.probes if accuracy < target_accuracy and size > search.capacity]
+        search.smallest_failure = min(failed_above, default=None)
+
+    def geometric(first: float, factor: float) -> list[int]:
+        return [min(max(round(first * factor**k), 1), max_size) for k in range(probes_per_round)]
+
+    probe(geometric(start, growth))
+    while search.smallest_failure is None and max(size for size, _ in search.probes) < max_size:
+        probe(geometric(max(size for size, _ in search.probes) * growth, growth))
+    while search.capacity == 0 and min(size for size, _ in search.probes) > 1:
+        probe(geometric(min(size for size, _ in search.probes) / growth, 1 / growth))
+
+    while search.smallest_failure is not None:
+        low, high = search.capacity, search.smallest_failure
+        if high - low <= max(1, relative_resolution * low):
+            break
+        step = (high - low) / (probes_per_round + 1)
+        inner = sorted({round(low + step * (k + 1)) for k in range(probes_per_round)} - {low, high})
+        if not inner:
+            break
+        probe(inner)
+    return search

@@ -1,0 +1,73 @@
+"""Fits and rank statistics shared by every study's summary step.
+
+One convention everywhere: fits are ordinary least squares in float64 (numpy), and R^2 is NaN
+when y has no variance (a flat y leaves nothing to explain; NaN makes a claim that reads an R^2
+fail visibly instead of passing on a degenerate input).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+
+class LineFit(NamedTuple):
+    """y = slope x + intercept, with the coefficient of determination r2."""
+
+    slope: float
+    intercept: float
+    r2: float
+
+
+class PowerLawFit(NamedTuple):
+    """y = prefactor x^exponent, fitted as a line in (log x, log y); r2 of that line."""
+
+    exponent: float
+    prefactor: float
+    r2: float
+
+
+def _float_vectors(x, y, name: str) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x.detach().cpu() if hasattr(x, "detach") else x, dtype=np.float64)
+    y = np.asarray(y.detach().cpu() if hasattr(y, "detach") else y, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape or x.size < 2:
+        raise ValueError(f"{name} needs two 1-D sequences of equal length >= 2, got shapes {x.shape} and {y.shape}")
+    return x, y
+
+
+def r_squared(y: np.ndarray, fitted: np.ndarray) -> float:
+    """1 - SS_res / SS_tot; NaN when y is constant (SS_tot = 0)."""
+    total = float(((y - y.mean()) ** 2).sum())
+    if total == 0:
+        return math.nan
+    return 1.0 - float(((y - fitted) ** 2).sum()) / total
+
+
+def linear_fit(x, y) -> LineFit:
+    """Least-squares line through the points (x_i, y_i): x, y 1-D of equal length >= 2."""
+    x, y = _float_vectors(x, y, "linear_fit")
+    design = np.stack([x, np.ones_like(x)], axis=1)
+    (slope, intercept), *_ = np.linalg.lstsq(design, y, rcond=None)
+    return LineFit(float(slope), float(intercept), r_squared(y, slope * x + intercept))
+
+
+def power_law_fit(x, y) -> PowerLawFit:
+    """y ~ prefactor x^exponent by a line through (log x, log y); x, y strictly positive."""
+    x, y = _float_vectors(x, y, "power_law_fit")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0) and np.all(y > 0)):
+        raise ValueError("power_law_fit needs strictly positive, finite x and y")
+    line = linear_fit(np.log(x), np.log(y))
+    return PowerLawFit(line.slope, math.exp(line.intercept), line.r2)
+
+
+def spearman(x, y) -> float:
+    """Spearman's rank correlation; NaN (without a warning) when either input is constant or has
+    fewer than two points."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    return float(spearmanr(x, y).statistic)
