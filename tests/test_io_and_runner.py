@@ -56,7 +56,7 @@ def test_failing_step_writes_nothing(tmp_path):
 
 def test_missing_input_is_named(tmp_path):
     with pytest.raises(UsageError, match="input 'capacity' is missing"):
-        run_step("assoc.figure_rank", {}, {"capacity": str(tmp_path / "nope.csv")}, {})
+        run_step("figures.draw", {"study": "assoc", "figure": "rank_capacity"}, {"capacity": str(tmp_path / "nope.csv")}, {})
 
 
 @pytest.mark.parametrize(

@@ -128,8 +128,7 @@ def _restore(path: Path, saved: tuple[bytes, float, float]) -> None:
     os.utime(path, saved[1:])
 
 
-ASSOC_FIGURE_RULES = {"assoc_figure_accuracy", "assoc_figure_capacity_extrapolation", "assoc_figure_spectrum",
-                      "assoc_figure_rank_capacity"}
+ASSOC_FIGURE_RULES = {"assoc_figure"}
 
 
 @pytest.mark.parametrize(

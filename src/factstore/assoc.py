@@ -232,3 +232,12 @@ def extrapolate_capacity(capacities: np.ndarray, facts_at_capacity: np.ndarray) 
     x = 1.0 / np.log(np.asarray(facts_at_capacity, float))
     slope, intercept = np.polyfit(x, np.asarray(capacities, float), 1)
     return float(intercept), float(slope)
+
+
+def spectrum_load(capacity: pd.DataFrame, spectra: pd.DataFrame, problem: str, d: int, kappa: float) -> float:
+    """The grid load closest to (at or below) the measured capacity: 'the optimal W at capacity'."""
+    row = capacity[(capacity.method == "trained") & (capacity.problem == problem) & (capacity.d == d) & (capacity.rank_fraction == kappa)]
+    loads = np.sort(spectra[(spectra.problem == problem) & (spectra.d == d) & (spectra.rank_fraction == kappa)].alpha.unique())
+    alpha_c = row.alpha_c.iloc[0] if len(row) else np.nan
+    below = loads[loads <= alpha_c] if np.isfinite(alpha_c) else loads[:1]
+    return float(below[-1] if below.size else loads[0])

@@ -1,8 +1,10 @@
 """The metrics table a study's summary step writes (results/<study>/metrics.csv).
 
-Each row is (metric, value, detail); config/claims.yaml reads rows by their metric name. Names are
-written literally where they are added (`metrics.add("heads_linear_r2", ...)`), never assembled
-from pieces, so `grep` finds the code behind every claim (a test keeps it so).
+Each row is (metric, value, detail); config/claims.yaml reads rows by their metric name. A name a
+claim reads is written literally where it is added (`metrics.add("heads_linear_r2", ...)`), never
+assembled from pieces, so `grep` finds the code behind every claim (tests/test_claims.py keeps it
+so). Only families indexed by a config value that no claim reads (a capacity per d) append the
+value to a literal stem.
 """
 
 from __future__ import annotations

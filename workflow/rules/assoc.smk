@@ -1,35 +1,26 @@
 # Linear associative memory (SPEC S1): Hebbian vs trained W, original vs decoupled, rank-constrained.
+#
+# The worked example of a study's rules (docs/ARCHITECTURE.md): computation rules that each run one
+# step of factstore.experiments.assoc, a summary rule that writes the metrics the claims read, and
+# ONE figure rule whose {figure} wildcard picks a function of factstore.plots.assoc.
 
 ASSOC = config["assoc"]
-ASSOC_CODE = ["assoc", "experiments/assoc"]
 ASSOC_TRAINED = [("original", d) for d in ASSOC["trained"]["d"]] + [
     ("decoupled", d) for d in ASSOC["trained"]["decoupled_d"]
 ]
-ASSOC_FIGURES = ["accuracy", "capacity_extrapolation", "spectrum", "rank_capacity"]
-
-FIGURES += [f"figures/assoc_{name}.{ext}" for name in ASSOC_FIGURES for ext in ("png", "pdf")]
-METRICS["assoc"] = "results/assoc/metrics.csv"
-
-
-# Named inputs of every trained table and every spectrum table (full rank and rank-constrained).
-ASSOC_RUNS = [f"{problem}_d{d}" for problem, d in ASSOC_TRAINED] + [
-    f"rank{kappa:g}_d{ASSOC['rank']['d']}" for kappa in ASSOC["rank"]["kappa"]
-]
-ASSOC_TABLES = {f"trained_{run}": f"results/assoc/table_{run}.csv" for run in ASSOC_RUNS}
-ASSOC_SPECTRA = {f"spectra_{run}": f"results/assoc/spectra_{run}.csv" for run in ASSOC_RUNS}
 
 
 rule assoc:
     """Every result of the linear-associative-memory study (its figures: `snakemake figures`)."""
     input:
-        METRICS["assoc"],
+        "results/assoc/metrics.csv",
 
 
 rule assoc_hebbian:
     output:
         table="results/assoc/hebbian.csv",
     input:
-        code=code(*ASSOC_CODE),
+        code=step_code("assoc"),
     params:
         step="assoc.hebbian",
         json=as_json(ASSOC["hebbian"], seed=ASSOC["seed"]),
@@ -51,7 +42,7 @@ rule assoc_trained:
         problem="original|decoupled",
         d=r"\d+",
     input:
-        code=code(*ASSOC_CODE),
+        code=step_code("assoc"),
     params:
         step="assoc.trained",
         json=lambda w: as_json(
@@ -78,7 +69,7 @@ rule assoc_rank:
         kappa=r"[0-9.]+",
         d=r"\d+",
     input:
-        code=code(*ASSOC_CODE),
+        code=step_code("assoc"),
     params:
         step="assoc.trained",
         json=lambda w: as_json(
@@ -98,20 +89,38 @@ rule assoc_rank:
         STEP
 
 
+def assoc_run_files(output_key, prefix):
+    """{<prefix><run>: file} of one output ('table' or 'spectra') of every trained run: full rank
+    per (problem, d), rank-constrained per kappa at d = rank.d."""
+    full = getattr(rules.assoc_trained.output, output_key)
+    rank = getattr(rules.assoc_rank.output, output_key)
+    rank_d = ASSOC["rank"]["d"]
+    files = {f"{prefix}{problem}_d{d}": full.format(problem=problem, d=d) for problem, d in ASSOC_TRAINED}
+    files |= {f"{prefix}rank{kappa:g}_d{rank_d}": rank.format(kappa=f"{kappa:g}", d=rank_d) for kappa in ASSOC["rank"]["kappa"]}
+    return files
+
+
+ASSOC_TABLES = assoc_run_files("table", "trained_")
+ASSOC_SPECTRA = assoc_run_files("spectra", "spectra_")
+ASSOC_SUMMARY_PARAMS = {
+    "capacity_accuracy": ASSOC["capacity_accuracy"],
+    "spectrum_d": ASSOC["spectrum_d"],
+    "rank_d": ASSOC["rank"]["d"],
+}
+
+
 rule assoc_summary:
     output:
         capacity="results/assoc/capacity.csv",
-        metrics=METRICS["assoc"],
+        metrics="results/assoc/metrics.csv",
     input:
         **ASSOC_TABLES,
         **ASSOC_SPECTRA,
-        hebbian="results/assoc/hebbian.csv",
-        code=code(*ASSOC_CODE),
+        hebbian=rules.assoc_hebbian.output.table,
+        code=step_code("assoc"),
     params:
         step="assoc.summary",
-        json=as_json(
-            {"capacity_accuracy": ASSOC["capacity_accuracy"], "spectrum_d": ASSOC["spectrum_d"], "rank_d": ASSOC["rank"]["d"]}
-        ),
+        json=as_json(ASSOC_SUMMARY_PARAMS),
         io=runner_io,
     log:
         "logs/assoc/summary.log",
@@ -121,82 +130,34 @@ rule assoc_summary:
         STEP
 
 
-FIGURE_PARAMS = {"capacity_accuracy": ASSOC["capacity_accuracy"], "spectrum_d": ASSOC["spectrum_d"], "rank_d": ASSOC["rank"]["d"]}
+METRICS["assoc"] = rules.assoc_summary.output.metrics
+
+# figure name (a key of factstore.plots.assoc.FIGURES) -> the tables it reads, by name.
+ASSOC_FIGURE_INPUTS = {
+    "accuracy": ASSOC_TABLES | {"hebbian": rules.assoc_hebbian.output.table},
+    "capacity_extrapolation": {"capacity": rules.assoc_summary.output.capacity},
+    "spectrum": ASSOC_SPECTRA | {"capacity": rules.assoc_summary.output.capacity},
+    "rank_capacity": {"capacity": rules.assoc_summary.output.capacity},
+}
+FIGURES += figure_files("assoc", ASSOC_FIGURE_INPUTS)
 
 
-rule assoc_figure_accuracy:
+rule assoc_figure:
+    """One figure of the study: figures/assoc_{figure}.png and .pdf."""
     output:
-        png="figures/assoc_accuracy.png",
-        pdf="figures/assoc_accuracy.pdf",
+        png="figures/assoc_{figure}.png",
+        pdf="figures/assoc_{figure}.pdf",
+    wildcard_constraints:
+        figure="|".join(ASSOC_FIGURE_INPUTS),
     input:
-        **ASSOC_TABLES,
-        hebbian="results/assoc/hebbian.csv",
-        code=code("experiments/assoc", "assoc", "plots/style", "plots/assoc"),
+        unpack(lambda w: ASSOC_FIGURE_INPUTS[w.figure]),
+        code=figure_code("assoc"),
     params:
-        step="assoc.figure_accuracy",
-        json=as_json(FIGURE_PARAMS),
+        step="figures.draw",
+        json=lambda w: as_json(ASSOC_SUMMARY_PARAMS, study="assoc", figure=w.figure),
         io=runner_io,
     log:
-        "logs/assoc/figure_accuracy.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule assoc_figure_capacity_extrapolation:
-    output:
-        png="figures/assoc_capacity_extrapolation.png",
-        pdf="figures/assoc_capacity_extrapolation.pdf",
-    input:
-        capacity="results/assoc/capacity.csv",
-        metrics=METRICS["assoc"],
-        code=code("experiments/assoc", "assoc", "plots/style", "plots/assoc"),
-    params:
-        step="assoc.figure_extrapolation",
-        json=as_json(FIGURE_PARAMS),
-        io=runner_io,
-    log:
-        "logs/assoc/figure_capacity_extrapolation.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule assoc_figure_spectrum:
-    output:
-        png="figures/assoc_spectrum.png",
-        pdf="figures/assoc_spectrum.pdf",
-    input:
-        **ASSOC_SPECTRA,
-        capacity="results/assoc/capacity.csv",
-        code=code("experiments/assoc", "assoc", "plots/style", "plots/assoc"),
-    params:
-        step="assoc.figure_spectrum",
-        json=as_json(FIGURE_PARAMS),
-        io=runner_io,
-    log:
-        "logs/assoc/figure_spectrum.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule assoc_figure_rank_capacity:
-    output:
-        png="figures/assoc_rank_capacity.png",
-        pdf="figures/assoc_rank_capacity.pdf",
-    input:
-        capacity="results/assoc/capacity.csv",
-        code=code("experiments/assoc", "assoc", "plots/style", "plots/assoc"),
-    params:
-        step="assoc.figure_rank",
-        json=as_json(FIGURE_PARAMS),
-        io=runner_io,
-    log:
-        "logs/assoc/figure_rank_capacity.log",
+        "logs/assoc/figure_{figure}.log",
     conda:
         ENVIRONMENT
     shell:

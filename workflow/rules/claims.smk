@@ -8,7 +8,7 @@ rule claims_report:
     input:
         unpack(lambda w: {f"metrics_{study}": path for study, path in METRICS.items()}),
         registry="config/claims.yaml",
-        code=code("claims", "experiments/claims"),
+        code=step_code("claims"),
     output:
         json=CLAIMS_REPORT[0],
         markdown=CLAIMS_REPORT[1],

@@ -5,8 +5,10 @@ ENVIRONMENT = "../../environment.yml"
 
 import json
 import sys
+from pathlib import Path
 
 from factstore import config as factstore_config
+from factstore.code_dependencies import source_files
 from factstore.data.fetch import MIRROR_ENVIRONMENT_VARIABLE
 
 try:
@@ -23,23 +25,35 @@ if config["data"].get("mirror") and not os.environ.get(MIRROR_ENVIRONMENT_VARIAB
 FIGURES = []
 METRICS = {}
 
-# Modules every step imports: the runner, atomic I/O and provenance, the device choice.
-CORE_CODE = [
-    "src/factstore/__main__.py",
-    "src/factstore/io.py",
-    "src/factstore/provenance.py",
-    "src/factstore/device.py",
-]
+# Code dependencies are derived from imports (factstore.code_dependencies), never kept by hand:
+# a rule lists every factstore source file its step loads, so editing one reruns exactly the
+# rules that use it. Paths are relative to the repository root, where snakemake runs.
+SOURCE_ROOT = Path("src")
 
 
-def code(*modules):
-    """Source files that a step imports. Editing one reruns exactly the rules listing it."""
-    return CORE_CODE + [f"src/factstore/{module}.py" for module in modules]
+def step_code(module):
+    """Source files behind a step of factstore.experiments.<module>, the runner included."""
+    return source_files(["factstore.__main__", f"factstore.experiments.{module}"], SOURCE_ROOT)
+
+
+def figure_code(study):
+    """Source files behind the figures of a study: the runner, the figure step, its plots module."""
+    return source_files(["factstore.__main__", "factstore.experiments.figures", f"factstore.plots.{study}"], SOURCE_ROOT)
 
 
 def as_json(section, **extra):
     """A rule's parameters: a config section plus wildcard values, as canonical JSON."""
     return json.dumps({**section, **extra}, sort_keys=True)
+
+
+def code(*modules):
+    """Legacy hand-kept list (being replaced by step_code / figure_code in every study)."""
+    return step_code("figures") + [f"src/factstore/{module}.py" for module in modules]
+
+
+def figure_files(study, names):
+    """The PNG and PDF of every figure of a study."""
+    return [f"figures/{study}_{name}.{ext}" for name in names for ext in ("png", "pdf")]
 
 
 def runner_io(wildcards, input, output):

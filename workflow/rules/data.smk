@@ -24,7 +24,7 @@ rule fetch_file:
         source="book_authors|goodbooks|fewrel_pid2name",
         ext="csv|json",
     input:
-        code=code("data/sources", "data/fetch", "experiments/data"),
+        code=step_code("data"),
     params:
         step="data.fetch_file",
         json=lambda w: as_json(FETCH_PARAMS, source=w.source),
@@ -43,7 +43,7 @@ rule fetch_fewrel:
         relations="data/raw/fewrel_relations.json",
         report="data/raw/fewrel_relations.json.source.json",
     input:
-        code=code("data/sources", "data/fetch", "experiments/data"),
+        code=step_code("data"),
     params:
         step="data.fetch_fewrel",
         json=as_json(FETCH_PARAMS, fewrel_train_wiki=config["data"]["fewrel_train_wiki"]),
@@ -61,7 +61,7 @@ rule fetch_wikipedia:
         file="data/raw/wikipedia_summaries.json",
         report="data/raw/wikipedia_summaries.json.source.json",
     input:
-        code=code("data/sources", "data/fetch", "experiments/data"),
+        code=step_code("data"),
     params:
         step="data.fetch_wikipedia",
         json=as_json({}),
@@ -78,7 +78,7 @@ rule prepare_goodreads:
     input:
         book_authors="data/raw/book_authors.csv",
         goodbooks="data/raw/goodbooks.csv",
-        code=code("data/prepare", "experiments/data"),
+        code=step_code("data"),
     output:
         facts=DATA_TABLES["goodreads_facts"],
         goodbooks=DATA_TABLES["goodbooks_facts"],
@@ -97,7 +97,7 @@ rule prepare_goodreads:
 rule prepare_wikipedia:
     input:
         summaries="data/raw/wikipedia_summaries.json",
-        code=code("data/prepare", "experiments/data"),
+        code=step_code("data"),
     output:
         paragraphs=DATA_TABLES["wikipedia_paragraphs"],
     params:
@@ -117,7 +117,7 @@ rule prepare_fewrel:
         relations="data/raw/fewrel_relations.json",
         report="data/raw/fewrel_relations.json.source.json",
         pid2name="data/raw/fewrel_pid2name.json",
-        code=code("data/prepare", "experiments/data"),
+        code=step_code("data"),
     output:
         sentences=DATA_TABLES["fewrel_sentences"],
     params:
@@ -140,7 +140,7 @@ rule data_manifest:
         report_fewrel="data/raw/fewrel_relations.json.source.json",
         report_fewrel_pid2name="data/raw/fewrel_pid2name.json.source.json",
         report_wikipedia="data/raw/wikipedia_summaries.json.source.json",
-        code=code("experiments/data"),
+        code=step_code("data"),
     output:
         manifest="data/processed/manifest.json",
     params:

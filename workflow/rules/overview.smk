@@ -1,12 +1,12 @@
 # Across all works: bits per parameter of every study that ran, side by side.
 
-FIGURES += [f"figures/overview_bits_per_parameter.{ext}" for ext in ("png", "pdf")]
+FIGURES += figure_files("overview", ["bits_per_parameter"])
 
 
 rule overview_bits_per_parameter:
     input:
         unpack(lambda w: {f"metrics_{study}": path for study, path in METRICS.items()}),
-        code=code("experiments/overview", "plots/style", "plots/overview"),
+        code=step_code("overview"),
     output:
         table="results/overview/bits_per_parameter.csv",
         png="figures/overview_bits_per_parameter.png",

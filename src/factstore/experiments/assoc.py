@@ -14,6 +14,8 @@ from tqdm import tqdm
 from factstore import assoc
 from factstore.device import derived_generator
 from factstore.io import concat_tables, read_table
+from factstore.metrics import MetricsTable
+from factstore.statistics import spearman
 
 
 def hebbian(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
@@ -99,33 +101,30 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     ).assign(method="hebbian-all", problem="original", rank_fraction=1.0)
     capacity = pd.concat([capacity, hebbian_all], ignore_index=True)
 
-    metrics = []
-
-    def metric(name: str, value: float, detail: str = "") -> None:
-        metrics.append({"metric": name, "value": float(value), "detail": detail})
+    metrics = MetricsTable()
 
     full = capacity[(capacity.method == "trained") & (capacity.rank_fraction == 1.0)]
     original = full[full.problem == "original"].sort_values("d")
     for row in full.itertuples():
-        metric(f"{row.problem}_capacity_d{row.d}", row.alpha_c, f"accuracy >= {threshold}, p_c = {row.p_c}")
+        metrics.add(f"{row.problem}_capacity_d{row.d}", row.alpha_c, f"accuracy >= {threshold}, p_c = {row.p_c}")
     usable = original[np.isfinite(original.alpha_c)]
     if len(usable) >= 2:
         intercept, slope = assoc.extrapolate_capacity(usable.alpha_c.to_numpy(), usable.p_c.to_numpy())
-        metric("optimal_capacity_extrapolated", intercept, f"fit alpha_c = a + b / ln p_c over d = {usable.d.tolist()}, b = {slope:.3g}")
-    metric("optimal_capacity_min_finite_d", original.alpha_c.min(), f"smallest apparent capacity over d = {original.d.tolist()}")
+        metrics.add("optimal_capacity_extrapolated", intercept, f"fit alpha_c = a + b / ln p_c over d = {usable.d.tolist()}, b = {slope:.3g}")
+    metrics.add("optimal_capacity_min_finite_d", original.alpha_c.min(), f"smallest apparent capacity over d = {original.d.tolist()}")
     # At capacity W stores p_c facts of log2 p_c bits in d^2 weights: p log2 p / d^2 = alpha_c / ln 2.
     largest = original.dropna(subset=["alpha_c"]).tail(1)
     for row in largest.itertuples():
-        metric("bits_per_parameter_optimal", row.alpha_c / np.log(2), f"trained W at capacity, d = {row.d}")
+        metrics.add("bits_per_parameter_optimal", row.alpha_c / np.log(2), f"trained W at capacity, d = {row.d}")
 
     hebbian_largest = hebbian_all.sort_values("d").iloc[-1]
     for row in hebbian_all.itertuples():
-        metric(f"hebbian_all_capacity_d{row.d}", row.alpha_c, "half of the seeds recall every fact")
-    metric("hebbian_all_capacity_largest_d", hebbian_largest.alpha_c, f"d = {hebbian_largest.d}")
-    metric("bits_per_parameter_hebbian", hebbian_largest.alpha_c / np.log(2), f"Hebbian W, all facts, d = {hebbian_largest.d}")
+        metrics.add(f"hebbian_all_capacity_d{row.d}", row.alpha_c, "half of the seeds recall every fact")
+    metrics.add("hebbian_all_capacity_largest_d", hebbian_largest.alpha_c, f"d = {hebbian_largest.d}")
+    metrics.add("bits_per_parameter_hebbian", hebbian_largest.alpha_c / np.log(2), f"Hebbian W, all facts, d = {hebbian_largest.d}")
     largest_d = hebbian_curves.d.max()
     at_largest = hebbian_curves[hebbian_curves.d == largest_d].groupby("alpha")["accuracy"].mean()
-    metric(
+    metrics.add(
         "hebbian_accuracy_at_half_largest_d",
         np.interp(0.5, at_largest.index.to_numpy(), at_largest.to_numpy()),
         f"mean per-fact accuracy at alpha = 1/2, d = {largest_d}",
@@ -136,33 +135,22 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     if {"original", "decoupled"} <= set(mean.columns):
         both = mean.dropna()
         gap = (both["original"] - both["decoupled"]).abs()
-        metric("decoupled_mean_accuracy_gap", gap.mean(), f"mean |acc_original - acc_decoupled| over {len(gap)} (d, alpha) points")
-        metric("decoupled_max_accuracy_gap", gap.max(), "largest gap on the grid (steep near capacity)")
+        metrics.add("decoupled_mean_accuracy_gap", gap.mean(), f"mean |acc_original - acc_decoupled| over {len(gap)} (d, alpha) points")
+        metrics.add("decoupled_max_accuracy_gap", gap.max(), "largest gap on the grid (steep near capacity)")
         caps = full.pivot_table(index="d", columns="problem", values="alpha_c").dropna()
-        metric("decoupled_capacity_gap", (caps["original"] - caps["decoupled"]).abs().max(), f"d = {caps.index.tolist()}")
+        metrics.add("decoupled_capacity_gap", (caps["original"] - caps["decoupled"]).abs().max(), f"d = {caps.index.tolist()}")
 
     spectrum_rows = _spectrum_statistics(spectra, capacity, params["spectrum_d"])
     for name, value, detail in spectrum_rows:
-        metric(name, value, detail)
+        metrics.add(name, value, detail)
 
     rank = capacity[(capacity.method == "trained") & (capacity.problem == "original") & (capacity.d == params["rank_d"])]
     rank = rank.sort_values("rank_fraction")
     for row in rank.itertuples():
-        metric(f"rank_capacity_kappa{row.rank_fraction:g}", row.alpha_c, f"d = {row.d}")
+        metrics.add(f"rank_capacity_kappa{row.rank_fraction:g}", row.alpha_c, f"d = {row.d}")
     if len(rank) >= 2:
-        from scipy.stats import spearmanr
-
-        metric("rank_capacity_spearman", spearmanr(rank.rank_fraction, rank.alpha_c).statistic, "capacity vs kappa")
-    return {"capacity": capacity, "metrics": pd.DataFrame(metrics)}
-
-
-def spectrum_load(capacity: pd.DataFrame, spectra: pd.DataFrame, problem: str, d: int, kappa: float) -> float:
-    """The grid load closest to (at or below) the measured capacity: 'the optimal W at capacity'."""
-    row = capacity[(capacity.method == "trained") & (capacity.problem == problem) & (capacity.d == d) & (capacity.rank_fraction == kappa)]
-    loads = np.sort(spectra[(spectra.problem == problem) & (spectra.d == d) & (spectra.rank_fraction == kappa)].alpha.unique())
-    alpha_c = row.alpha_c.iloc[0] if len(row) else np.nan
-    below = loads[loads <= alpha_c] if np.isfinite(alpha_c) else loads[:1]
-    return float(below[-1] if below.size else loads[0])
+        metrics.add("rank_capacity_spearman", spearman(rank.rank_fraction, rank.alpha_c), "capacity vs kappa")
+    return {"capacity": capacity, "metrics": metrics.frame()}
 
 
 def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) -> list[tuple[str, float, str]]:
@@ -171,12 +159,13 @@ def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) 
     out = []
     samples = {}
     for (problem, kappa), group in spectra[spectra.d == d].groupby(["problem", "rank_fraction"]):
-        alpha = spectrum_load(capacity, spectra, problem, d, kappa)
+        alpha = assoc.spectrum_load(capacity, spectra, problem, d, kappa)
         values = group[group.alpha == alpha].singular_value.to_numpy()
         samples[problem, kappa] = values
         detail = f"d = {d}, alpha = {alpha:g}, {len(values)} singular values"
         if kappa >= 1:
-            out.append((f"quarter_circle_ks_{problem}", assoc.ks_distance(values, assoc.quarter_circle_cdf), detail))
+            name = {"original": "quarter_circle_ks_original", "decoupled": "quarter_circle_ks_decoupled"}[problem]
+            out.append((name, assoc.ks_distance(values, assoc.quarter_circle_cdf), detail))
             continue
         # Rank m < d: the top-kappa truncation of the law (this project's reading of the paper), and
         # the untruncated law for comparison.
@@ -187,37 +176,3 @@ def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) 
         statistic = ks_2samp(samples["original", 1.0], samples["decoupled", 1.0]).statistic
         out.append(("spectrum_ks_original_vs_decoupled", statistic, f"two-sample KS, d = {d}"))
     return out
-
-
-# Figure steps import the plotting module lazily, so editing a figure reruns only figure rules.
-
-
-def figure_accuracy(params, inputs, context):
-    from factstore.plots import assoc as plots, style
-
-    return style.outputs(plots.accuracy_vs_load(concat_tables(inputs, "trained_"), read_table(inputs["hebbian"]), params))
-
-
-def figure_extrapolation(params, inputs, context):
-    from factstore.plots import assoc as plots, style
-
-    return style.outputs(plots.capacity_extrapolation(read_table(inputs["capacity"]), read_table(inputs["metrics"]), params))
-
-
-def figure_spectrum(params, inputs, context):
-    """Singular values of the trained W at capacity (largest d) against the quarter-circle law."""
-    capacity, spectra = read_table(inputs["capacity"]), concat_tables(inputs, "spectra_")
-    d = params["spectrum_d"]
-    samples = {}
-    for (problem, kappa), group in spectra[spectra.d == d].groupby(["problem", "rank_fraction"]):
-        alpha = spectrum_load(capacity, spectra, problem, d, kappa)
-        samples[problem, float(kappa), alpha] = group[group.alpha == alpha].singular_value.to_numpy()
-    from factstore.plots import assoc as plots, style
-
-    return style.outputs(plots.spectrum(samples, d))
-
-
-def figure_rank(params, inputs, context):
-    from factstore.plots import assoc as plots, style
-
-    return style.outputs(plots.rank_capacity(read_table(inputs["capacity"]), params))

@@ -1,4 +1,8 @@
-"""Figures of the linear-associative-memory study (SPEC S1)."""
+"""Figures of the linear-associative-memory study (SPEC S1).
+
+Each figure is `name(tables, params) -> Figure`, tables being the inputs of the study's figure
+rule read as DataFrames (workflow/rules/assoc.smk: ASSOC_FIGURE_INPUTS); FIGURES lists them.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,12 @@ from factstore import assoc
 from factstore.plots import style
 
 
-def accuracy_vs_load(curves: pd.DataFrame, hebbian: pd.DataFrame, params: dict):
-    """Recall accuracy vs load alpha, one panel per d: trained (original, decoupled) and Hebbian."""
+def accuracy(tables: dict[str, pd.DataFrame], params: dict):
+    """Recall accuracy vs load alpha, one panel per d: trained (original, decoupled) and Hebbian.
+
+    tables: trained_<run> (assoc.trained tables), hebbian (assoc.hebbian).
+    """
+    curves, hebbian = style.stacked(tables, "trained_"), tables["hebbian"]
     full = curves[curves.rank_fraction == 1.0]
     dims = sorted(full.d.unique())
     fig, axes = style.figure(ncols=len(dims), width=3.6, sharey=True)
@@ -36,8 +44,12 @@ def accuracy_vs_load(curves: pd.DataFrame, hebbian: pd.DataFrame, params: dict):
     return fig
 
 
-def capacity_extrapolation(capacity: pd.DataFrame, metrics: pd.DataFrame, params: dict):
-    """Apparent capacity vs 1 / ln p_c, extrapolated to d -> infinity (1 / ln p -> 0)."""
+def capacity_extrapolation(tables: dict[str, pd.DataFrame], params: dict):
+    """Apparent capacity vs 1 / ln p_c, extrapolated to d -> infinity (1 / ln p -> 0).
+
+    tables: capacity (assoc.summary).
+    """
+    capacity = tables["capacity"]
     fig, axes = style.figure(ncols=2, width=4.2)
     left, right = axes[0]
     trained = capacity[(capacity.method == "trained") & (capacity.rank_fraction == 1.0)].dropna(subset=["alpha_c"])
@@ -74,11 +86,17 @@ def capacity_extrapolation(capacity: pd.DataFrame, metrics: pd.DataFrame, params
     return fig
 
 
-def spectrum(samples: dict, d: int):
-    """Histogram of normalised singular values (E s^2 = 1) vs the (truncated) quarter-circle law.
+def spectrum(tables: dict[str, pd.DataFrame], params: dict):
+    """Histogram of normalised singular values (E s^2 = 1) of the trained W at capacity (at
+    d = params["spectrum_d"]) vs the (truncated) quarter-circle law.
 
-    samples: {(problem, kappa, alpha): values}.
+    tables: spectra_<run> (assoc.trained spectra), capacity (assoc.summary).
     """
+    capacity, spectra, d = tables["capacity"], style.stacked(tables, "spectra_"), params["spectrum_d"]
+    samples = {}  # (problem, kappa, alpha) -> singular values
+    for (problem, kappa), group in spectra[spectra.d == d].groupby(["problem", "rank_fraction"]):
+        alpha = assoc.spectrum_load(capacity, spectra, problem, d, kappa)
+        samples[problem, float(kappa), alpha] = group[group.alpha == alpha].singular_value.to_numpy()
     full = {k: v for k, v in samples.items() if k[1] >= 1}
     ranked = {k: v for k, v in samples.items() if k[1] < 1}
     fig, axes = style.figure(ncols=2 if ranked else 1, width=4.2)
@@ -113,8 +131,9 @@ def spectrum(samples: dict, d: int):
     return fig
 
 
-def rank_capacity(capacity: pd.DataFrame, params: dict):
-    """Apparent capacity vs kappa = m / d for W = Q R^T."""
+def rank_capacity(tables: dict[str, pd.DataFrame], params: dict):
+    """Apparent capacity vs kappa = m / d for W = Q R^T. tables: capacity (assoc.summary)."""
+    capacity = tables["capacity"]
     d = params["rank_d"]
     rows = capacity[(capacity.method == "trained") & (capacity.problem == "original") & (capacity.d == d)]
     rows = rows.sort_values("rank_fraction")
@@ -132,3 +151,11 @@ def rank_capacity(capacity: pd.DataFrame, params: dict):
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
     return fig
+
+
+FIGURES = {
+    "accuracy": accuracy,
+    "capacity_extrapolation": capacity_extrapolation,
+    "spectrum": spectrum,
+    "rank_capacity": rank_capacity,
+}

@@ -1,7 +1,7 @@
 """One look for every figure: seaborn theme, method colours, theory lines, labelled axes.
 
-Figure steps build a matplotlib Figure with these helpers and return it; the runner saves PNG and
-PDF atomically.
+Figure functions (factstore.plots.<study>) build a matplotlib Figure with these helpers; the
+figure step (factstore.experiments.figures) returns it and the runner saves PNG and PDF atomically.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 THEORY_STYLE = {"color": "0.25", "linestyle": "--", "linewidth": 1.2}
@@ -58,6 +59,13 @@ def theory_hline(ax, y: float, label: str | None = None, reference: bool = False
 def caption(fig, text: str) -> None:
     """A one-line note under the figure (scale, seeds): what a reader needs to judge it."""
     fig.supxlabel(text, fontsize=8, color="0.3")
+
+
+def stacked(tables: dict, prefix: str) -> pd.DataFrame:
+    """The tables whose names start with `prefix` (in name order), stacked into one; empty (no
+    columns) when there is none. Figures read sweeps split over one table per setting this way."""
+    parts = [table for name, table in sorted(tables.items()) if name.startswith(prefix)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def outputs(fig) -> dict:

@@ -1,0 +1,60 @@
+"""Code dependencies derived from imports: what a rule lists is what its step loads."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPOSITORY
+from factstore.code_dependencies import imported_modules, source_files
+
+SOURCE = REPOSITORY / "src"
+STEP_MODULES = sorted(p.stem for p in (SOURCE / "factstore/experiments").glob("*.py") if p.stem != "__init__")
+PLOT_MODULES = sorted(p.stem for p in (SOURCE / "factstore/plots").glob("*.py") if p.stem not in ("__init__", "style"))
+
+
+def _write(root: Path, name: str, text: str) -> None:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_imports_are_followed_transitively_including_relative_and_function_level_ones(tmp_path):
+    _write(tmp_path, "factstore/__init__.py", "")
+    _write(tmp_path, "factstore/a.py", "from factstore import b\nimport numpy\n")
+    _write(tmp_path, "factstore/b.py", "def f():\n    from .sub import c\n")
+    _write(tmp_path, "factstore/sub/__init__.py", "")
+    _write(tmp_path, "factstore/sub/c.py", "from factstore.sub.d import name\n")
+    _write(tmp_path, "factstore/sub/d.py", "name = 1\n")
+    _write(tmp_path, "factstore/unused.py", "")
+    files = source_files(["factstore.a"], tmp_path)
+    names = {Path(f).relative_to(tmp_path).as_posix() for f in files}
+    assert names == {"factstore/__init__.py", "factstore/a.py", "factstore/b.py", "factstore/sub/__init__.py",
+                     "factstore/sub/c.py", "factstore/sub/d.py"}
+    assert imported_modules("factstore.sub.c", tmp_path) == {"factstore.sub.d"}
+
+
+@pytest.mark.parametrize("module", STEP_MODULES)
+def test_a_step_module_loads_no_factstore_file_its_derived_list_misses(module):
+    """Import the step in a fresh interpreter: every factstore module it loads is in the list."""
+    listed = {Path(f).resolve() for f in source_files(["factstore.__main__", f"factstore.experiments.{module}"], SOURCE)}
+    code = (
+        "import sys, factstore.__main__, factstore.experiments.%s\n"
+        "print('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.startswith('factstore') and getattr(m, '__file__', None)))"
+    ) % module
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPOSITORY,
+                            env={"PYTHONPATH": str(SOURCE), "PATH": ""}).stdout.split()
+    missing = {Path(f).resolve() for f in loaded} - listed
+    assert not missing, f"experiments.{module} loads {sorted(map(str, missing))}, not in its derived code list"
+
+
+@pytest.mark.parametrize("module", PLOT_MODULES)
+def test_plots_depend_on_the_library_only(module):
+    imported = imported_modules(f"factstore.plots.{module}", SOURCE)
+    assert not {m for m in imported if m.startswith("factstore.experiments")}
+    assert callable(getattr(importlib.import_module(f"factstore.plots.{module}"), "FIGURES", {}).get) or module == "overview"
