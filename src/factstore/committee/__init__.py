@@ -1,0 +1,17 @@
+"""Capacity per weight of committee machines (SPEC S3, first half; seed 003, Physica A, Kanter group).
+
+Modules, one concept each:
+- `patterns`: random +-1 patterns and labels, batched over instances, with a mask for padding.
+- `architectures`: tree committee machines (one or more hidden layers, non-overlapping receptive
+  fields, fixed majority votes above the first layer) and fully connected committee machines;
+  forward passes with sign units (evaluation) and tanh(beta h) units (training); weight counts.
+- `backprop`: back-propagation with tanh(beta h) in place of sign and beta annealed upward (the
+  paper's solver), batched over instances.
+- `least_action`: least-action learning for tree committee machines (a stronger solver).
+- `separability`: the exact test for K = 1 (an LP) and Cover's counting formula.
+- `capacity`: the alpha where the fraction of instances embedded perfectly crosses 1/2, and its
+  extrapolation in 1/N.
+- `multi_output`: a fully connected net with O outputs trained with finite error allowed.
+
+The library never imports experiments or plots.
+"""

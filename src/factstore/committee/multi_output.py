@@ -1,0 +1,102 @@
+"""Many outputs with a finite training error: how the shared input layer's load grows with O.
+
+A fully connected net N -> H -> O (tanh hidden units of normalised fields as in `architectures`,
+O output units reading all H hidden units, every weight trainable) learns P random +-1 input
+patterns with O random +-1 output bits each. P O constraints share the N H input weights, so
+when P is above the single-output capacity the net cannot embed everything: it is trained until
+its training accuracy (the fraction of the P O output bits the sign net gets right) saturates.
+The paper reports saturation after ~3000 epochs and an accuracy above chance falling like O^-0.9.
+
+The finite-error capacity per weight reported next to it counts the information the net stores:
+P O (1 - H2(1 - accuracy)) bits per weight (H2 the binary entropy), which is P O / W at zero
+error (the project's choice of a finite-error CpW; the paper does not define one in the seed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class SaturationResult:
+    """Per instance (B,): the best training accuracy of the sign net; the epochs run (same for all)."""
+
+    accuracy: torch.Tensor
+    epochs: int
+
+
+def weight_count(n_inputs: int, hidden: int, outputs: int) -> int:
+    """W = N H + H O (no biases: +-1 inputs and outputs are symmetric)."""
+    return n_inputs * hidden + hidden * outputs
+
+
+def initial_weights(batch: int, n_inputs: int, hidden: int, outputs: int, generator: torch.Generator, device="cpu"):
+    """[(B, H, N), (B, O, H)] Gaussian."""
+    return [
+        torch.randn(batch, hidden, n_inputs, generator=generator).to(device),
+        torch.randn(batch, outputs, hidden, generator=generator).to(device),
+    ]
+
+
+def output_fields(weights: list[torch.Tensor], patterns: torch.Tensor, beta: float | None) -> torch.Tensor:
+    """(B, P, O) output fields; hidden units tanh(beta h) for training, sign(h) for beta None."""
+    w1, w2 = weights
+    h = torch.einsum("bpn,bhn->bph", patterns, w1) / w1.norm(dim=-1)[:, None, :]
+    hidden = torch.sign(h) if beta is None else torch.tanh(beta * h)
+    return torch.einsum("bph,boh->bpo", hidden, w2) / w2.norm(dim=-1)[:, None, :]
+
+
+def bit_accuracy(weights, patterns, labels) -> torch.Tensor:
+    """Fraction of the P O output bits the sign net gets right, (B,)."""
+    with torch.no_grad():
+        return (output_fields(weights, patterns, None) * labels > 0).float().mean(dim=(1, 2))
+
+
+def train_until_saturated(
+    weights: list[torch.Tensor],
+    patterns: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    max_epochs: int,
+    learning_rate: float,
+    beta: float,
+    patience: int,
+    tolerance: float = 1e-3,
+    check_every: int = 10,
+) -> SaturationResult:
+    """Adam on the logistic loss of every output bit until no instance's best accuracy has
+    improved by more than `tolerance` for `patience` epochs (saturation), or max_epochs."""
+    params = [w.clone().requires_grad_(True) for w in weights]
+    optimiser = torch.optim.Adam(params, lr=learning_rate)
+    best = torch.zeros(patterns.shape[0], device=patterns.device)
+    last_improvement, epoch = 0, 0
+    for epoch in range(max_epochs):
+        if epoch % check_every == 0:
+            accuracy = bit_accuracy(params, patterns, labels)
+            if bool((accuracy > best + tolerance).any()):
+                last_improvement = epoch
+            best = torch.maximum(best, accuracy)
+            if epoch - last_improvement >= patience or bool((best >= 1).all()):
+                break
+        fields = output_fields(params, patterns, beta)
+        loss = torch.nn.functional.softplus(-2 * beta * labels * fields).mean(dim=(1, 2)).sum()
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        optimiser.step()
+    best = torch.maximum(best, bit_accuracy(params, patterns, labels))
+    return SaturationResult(accuracy=best, epochs=epoch + 1)
+
+
+def binary_entropy(p: float) -> float:
+    """H2(p) in bits; 0 at p = 0 or 1."""
+    if p <= 0 or p >= 1:
+        return 0.0
+    return -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
+
+
+def stored_bits_per_weight(accuracy: float, patterns: int, outputs: int, weights: int) -> float:
+    """P O (1 - H2(1 - accuracy)) / W: the finite-error capacity per weight, in bits."""
+    return patterns * outputs * (1 - binary_entropy(1 - accuracy)) / weights

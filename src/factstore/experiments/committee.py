@@ -1,0 +1,274 @@
+"""Experiment steps of the committee-machine study (SPEC S3, first half: capacity per weight).
+
+Rules in workflow/rules/committee.smk call these through `python -m factstore committee.<step>`:
+`embedding` (one architecture and solver over several N and loads, all instances of one N in one
+batch), `multi_output` (saturated accuracy vs the number of outputs O) and `summary` (capacities,
+extrapolations and the metrics the S3 claims read).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from factstore.committee import architectures, backprop, capacity, least_action, multi_output as many, patterns, separability
+from factstore.device import derived_generator
+from factstore.io import concat_tables, read_table
+from factstore.metrics import MetricsTable
+from factstore.statistics import power_law_fit
+
+SOLVERS = ("backprop", "least_action", "lp")
+
+
+def _architecture(spec: dict, n_inputs: int) -> architectures.Architecture:
+    return architectures.Architecture(
+        kind=spec["kind"], n_inputs=n_inputs, hidden=spec["hidden"],
+        groups=tuple(spec.get("groups", ())), layers=spec.get("layers", 1),
+    )
+
+
+def _solve(solver: str, architecture, weights, x, y, mask, params: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(embedded (B,) bool, epochs (B,)) of one batch with the named solver."""
+    if solver == "backprop":
+        settings = params["backprop"]
+        result = backprop.train_backprop(
+            architecture, weights, x, y, mask, epochs=settings["epochs"], learning_rate=settings["learning_rate"],
+            beta_start=settings["beta_start"], beta_end=settings["beta_end"], check_every=settings["check_every"],
+        )
+        return result.embedded.cpu(), result.epochs.cpu()
+    if solver == "least_action":
+        settings = params["least_action"]
+        result = least_action.train_least_action(
+            architecture, weights, x, y, mask, epochs=settings["epochs"], learning_rate=settings["learning_rate"],
+            margin=settings["margin"], chunks=settings["chunks"],
+        )
+        return result.embedded.cpu(), result.epochs.cpu()
+    if solver == "lp":
+        if architecture.kind != "tree" or architecture.hidden != 1:
+            raise ValueError("the LP separability test is exact for the perceptron (tree with K = 1) only")
+        counts = mask.sum(-1).tolist()
+        x, y = x.cpu().numpy(), y.cpu().numpy()
+        embedded = [separability.linearly_separable(x[b, :c], y[b, :c]) for b, c in enumerate(counts)]
+        return torch.tensor(embedded), torch.zeros(len(counts), dtype=torch.long)
+    raise ValueError(f"unknown solver {solver!r}: use one of {SOLVERS}")
+
+
+def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Whether each random instance is embedded with zero training error, over N and alpha.
+
+    params: run (a name), architecture {kind, hidden, groups, layers}, solver, n (list), alphas,
+    instances, seed, and the solver's settings (backprop {...} or least_action {...}). All loads of
+    one N form one batch of len(alphas) x instances instances (patterns padded to the largest P).
+    """
+    rows = []
+    for n in tqdm(params["n"], desc=params["run"], mininterval=5):
+        architecture = _architecture(params["architecture"], n)
+        generator = derived_generator(params["seed"], params["run"], n)
+        counts = [patterns.patterns_for_load(alpha, architecture.weight_count) for alpha in params["alphas"]]
+        batch_counts = [c for c in counts for _ in range(params["instances"])]
+        x, y, mask = patterns.load_batch(batch_counts, n, generator, device=context.device)
+        weights = architectures.initial_weights(architecture, len(batch_counts), generator, context.device)
+        embedded, epochs = _solve(params["solver"], architecture, weights, x, y, mask, params)
+        for b, count in enumerate(batch_counts):
+            alpha = params["alphas"][b // params["instances"]]
+            rows.append({
+                "run": params["run"], "architecture": architecture.describe(), "kind": architecture.kind,
+                "hidden": architecture.hidden, "hidden_layers": architecture.hidden_layers, "n": n,
+                "weights": architecture.weight_count, "solver": params["solver"], "alpha": alpha,
+                "patterns": count, "instance": b % params["instances"], "embedded": bool(embedded[b]),
+                "epochs": int(epochs[b]),
+            })
+    return {"table": pd.DataFrame(rows)}
+
+
+def multi_output(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Saturated training accuracy of an N -> H -> O net on P random patterns, for every O.
+
+    params: n, hidden, patterns, outputs (list), instances, seed, max_epochs, patience,
+    learning_rate, beta.
+    """
+    rows = []
+    n, hidden, p = params["n"], params["hidden"], params["patterns"]
+    for outputs in tqdm(params["outputs"], desc="multi_output", mininterval=5):
+        generator = derived_generator(params["seed"], "multi_output", outputs)
+        counts = [p] * params["instances"]
+        x, y, _ = patterns.load_batch(counts, n, generator, n_outputs=outputs, device=context.device)
+        weights = many.initial_weights(params["instances"], n, hidden, outputs, generator, context.device)
+        result = many.train_until_saturated(
+            weights, x, y, max_epochs=params["max_epochs"], learning_rate=params["learning_rate"],
+            beta=params["beta"], patience=params["patience"],
+        )
+        w = many.weight_count(n, hidden, outputs)
+        for instance, accuracy in enumerate(result.accuracy.cpu().tolist()):
+            rows.append({
+                "outputs": outputs, "n": n, "hidden": hidden, "patterns": p, "weights": w, "instance": instance,
+                "accuracy": accuracy, "above_chance": accuracy - 0.5, "epochs": result.epochs,
+                "bits_per_weight": many.stored_bits_per_weight(accuracy, p, outputs, w),
+            })
+    return {"table": pd.DataFrame(rows)}
+
+
+def embedded_fractions(runs: pd.DataFrame) -> pd.DataFrame:
+    """Fraction of instances embedded per (run, solver, N, alpha)."""
+    keys = ["run", "architecture", "kind", "hidden", "hidden_layers", "solver", "n", "weights", "alpha"]
+    return runs.groupby(keys, as_index=False).agg(fraction=("embedded", "mean"), instances=("embedded", "size"))
+
+
+def capacities(fractions: pd.DataFrame) -> pd.DataFrame:
+    """CpW per (run, solver, N): where the embedded fraction crosses 1/2 (NaN outside the grid)."""
+    keys = ["run", "architecture", "kind", "hidden", "hidden_layers", "solver", "n", "weights"]
+    rows = []
+    for key, curve in fractions.groupby(keys):
+        rows.append(dict(zip(keys, key)) | {
+            "cpw": capacity.half_crossing(curve.alpha, curve.fraction),
+            "alpha_min": curve.alpha.min(), "alpha_max": curve.alpha.max(),
+        })
+    return pd.DataFrame(rows)
+
+
+def extrapolations(capacity_table: pd.DataFrame) -> pd.DataFrame:
+    """Per (run, solver): the line CpW(N) = a + b / N through the finite N (a = N -> infinity)."""
+    rows = []
+    for (run, solver), group in capacity_table.groupby(["run", "solver"]):
+        finite = group.dropna(subset=["cpw"]).sort_values("n")
+        row = {"run": run, "solver": solver, "n_values": " ".join(map(str, finite.n.tolist())), "points": len(finite)}
+        if len(finite) >= 2:
+            fit = capacity.extrapolate_in_inverse_n(finite.n, finite.cpw)
+            row |= {"cpw_infinite_n": fit.intercept, "slope": fit.slope, "r2": fit.r2}
+        else:
+            row |= {"cpw_infinite_n": math.nan, "slope": math.nan, "r2": math.nan}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cover_capacity(n: int) -> float:
+    """Where Cover's separable fraction crosses 1/2 for P = alpha N patterns (alpha = 2 up to 1/N rounding)."""
+    counts = np.arange(n, 4 * n + 1)
+    fractions = [separability.cover_fraction(int(p), n) for p in counts]
+    return capacity.half_crossing(counts / n, fractions)
+
+
+def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Fractions, capacities, extrapolations and the metrics of the S3 claims.
+
+    inputs: embedding_<run>=... for every run (tree runs named tree_k<K>_<solver>), multi_output=...;
+    params: depth {tree_run, reference_run, n} (two-layer tree vs one-layer tree at the same N),
+    fc_runs (the fully connected runs).
+    """
+    runs = concat_tables(inputs, "embedding_")
+    fractions = embedded_fractions(runs)
+    capacity_table = capacities(fractions)
+    lines = extrapolations(capacity_table)
+    metrics = MetricsTable()
+
+    def line(run: str, solver: str) -> pd.Series | None:
+        found = lines[(lines.run == run) & (lines.solver == solver)]
+        return found.iloc[0] if len(found) else None
+
+    def at_largest_n(run: str, solver: str) -> tuple[float, str]:
+        here = capacity_table[(capacity_table.run == run) & (capacity_table.solver == solver)].sort_values("n")
+        if here.empty:
+            return math.nan, "not run"
+        per_n = ", ".join(f"N={r.n}: {r.cpw:.3g}" for r in here.itertuples())
+        return float(here.cpw.iloc[-1]), f"{here.architecture.iloc[-1]}, {solver}, largest N; {per_n}"
+
+    def extrapolated(run: str, solver: str) -> tuple[float, str]:
+        fit = line(run, solver)
+        if fit is None or not np.isfinite(fit.cpw_infinite_n):
+            return math.nan, f"{run} {solver}: fewer than two finite capacities"
+        return float(fit.cpw_infinite_n), f"CpW = a + b/N over N = {fit.n_values}, b = {fit.slope:.3g}, R^2 = {fit.r2:.3g}"
+
+    # K = 1: exact (LP), the paper's solver (backprop), Cover's formula.
+    value, detail = extrapolated("tree_k1_lp", "lp")
+    metrics.add("cpw_k1_lp_extrapolated", value, detail)
+    value, detail = at_largest_n("tree_k1_lp", "lp")
+    metrics.add("cpw_k1_lp_largest_n", value, detail)
+    value, detail = extrapolated("tree_k1_backprop", "backprop")
+    metrics.add("cpw_k1_backprop_extrapolated", value, detail)
+    value, detail = at_largest_n("tree_k1_backprop", "backprop")
+    metrics.add("cpw_k1_backprop_largest_n", value, detail)
+    largest_n = int(capacity_table[capacity_table.run == "tree_k1_lp"].n.max()) if (capacity_table.run == "tree_k1_lp").any() else 0
+    if largest_n:
+        metrics.add("cpw_k1_cover_largest_n", cover_capacity(largest_n), f"Cover's formula at N = {largest_n} (general position)")
+
+    # K = 3 and K = 5: the paper's solver, least-action learning, and the better of the two.
+    best = {}
+    solver_runs = {
+        3: (("tree_k3_backprop", "backprop"), ("tree_k3_least_action", "least_action")),
+        5: (("tree_k5_backprop", "backprop"), ("tree_k5_least_action", "least_action")),
+    }
+    for k, runs_of_k in solver_runs.items():
+        found = [(extrapolated(run, solver), run) for run, solver in runs_of_k]
+        finite = [(value, detail, run) for (value, detail), run in found if np.isfinite(value)]
+        best[k] = max(finite, default=(math.nan, "no solver gave two finite capacities", ""))
+    value, detail = extrapolated("tree_k3_backprop", "backprop")
+    metrics.add("cpw_k3_backprop_extrapolated", value, detail)
+    value, detail = at_largest_n("tree_k3_backprop", "backprop")
+    metrics.add("cpw_k3_backprop_largest_n", value, detail)
+    value, detail = extrapolated("tree_k3_least_action", "least_action")
+    metrics.add("cpw_k3_least_action_extrapolated", value, detail)
+    value, detail = at_largest_n("tree_k3_least_action", "least_action")
+    metrics.add("cpw_k3_least_action_largest_n", value, detail)
+    metrics.add("cpw_k3_best_extrapolated", best[3][0], f"the larger N -> infinity value of the two solvers: {best[3][2]}; {best[3][1]}")
+    value, detail = extrapolated("tree_k5_backprop", "backprop")
+    metrics.add("cpw_k5_backprop_extrapolated", value, detail)
+    value, detail = at_largest_n("tree_k5_backprop", "backprop")
+    metrics.add("cpw_k5_backprop_largest_n", value, detail)
+    value, detail = extrapolated("tree_k5_least_action", "least_action")
+    metrics.add("cpw_k5_least_action_extrapolated", value, detail)
+    value, detail = at_largest_n("tree_k5_least_action", "least_action")
+    metrics.add("cpw_k5_least_action_largest_n", value, detail)
+    metrics.add("cpw_k5_best_extrapolated", best[5][0], f"the larger N -> infinity value of the two solvers: {best[5][2]}; {best[5][1]}")
+
+    # Depth: the two-hidden-layer tree against the one-layer K = 3 tree at the same N (backprop both).
+    depth = params["depth"]
+    two = capacity_table[(capacity_table.run == depth["tree_run"]) & (capacity_table.n == depth["n"])].cpw
+    one = capacity_table[(capacity_table.run == depth["reference_run"]) & (capacity_table.n == depth["n"])].cpw
+    two_value = float(two.iloc[0]) if len(two) else math.nan
+    one_value = float(one.iloc[0]) if len(one) else math.nan
+    metrics.add("depth_tree_two_layers_cpw", two_value, f"{depth['tree_run']}, N = {depth['n']}, backprop")
+    metrics.add("depth_tree_one_layer_cpw", one_value, f"{depth['reference_run']}, N = {depth['n']}, backprop")
+    metrics.add("depth_tree_ratio", two_value / one_value, "CpW(two hidden layers) / CpW(one hidden layer), same N and solver")
+    fc = capacity_table[capacity_table.run.isin(params["fc_runs"])].sort_values("hidden_layers")
+    fc_values = dict(zip(fc.hidden_layers, fc.cpw))
+    fc_detail = ", ".join(f"{layers} layers: {value:.3g}" for layers, value in fc_values.items())
+    metrics.add("depth_fc_one_layer_cpw", fc_values.get(1, math.nan), fc_detail)
+    metrics.add("depth_fc_two_layers_cpw", fc_values.get(2, math.nan), fc_detail)
+    metrics.add("depth_fc_three_layers_cpw", fc_values.get(3, math.nan), fc_detail)
+    finite_fc = [v for v in fc_values.values() if np.isfinite(v)]
+    spread = max(finite_fc) / min(finite_fc) if len(finite_fc) == len(fc_values) and len(finite_fc) >= 2 else math.nan
+    metrics.add("depth_fc_ratio_max_over_min", spread, f"fully connected, 1-{len(fc_values)} hidden layers: {fc_detail}")
+
+    # Many outputs: accuracy above chance and the finite-error CpW vs O.
+    outputs_table = read_table(inputs["multi_output"])
+    per_o = outputs_table.groupby("outputs", as_index=False).agg(
+        above_chance=("above_chance", "mean"), accuracy=("accuracy", "mean"),
+        bits_per_weight=("bits_per_weight", "mean"), epochs=("epochs", "max"),
+    )
+    positive = per_o[per_o.above_chance > 0]
+    metrics.add("multi_output_above_chance_min", per_o.above_chance.min(), f"mean over instances, O = {per_o.outputs.tolist()}")
+    if len(positive) == len(per_o) and len(per_o) >= 2:
+        fit = power_law_fit(per_o.outputs, per_o.above_chance)
+        metrics.add("multi_output_exponent", fit.exponent, f"acc - 1/2 ~ O^exponent over O = {per_o.outputs.tolist()}, prefactor {fit.prefactor:.3g}")
+        metrics.add("multi_output_exponent_r2", fit.r2, "R^2 of the line in (log O, log(acc - 1/2))")
+    else:
+        metrics.add("multi_output_exponent", math.nan, "accuracy at or below chance at some O: no power law fitted")
+        metrics.add("multi_output_exponent_r2", math.nan, "no fit")
+    cpw_positive = per_o[per_o.bits_per_weight > 0]
+    if len(cpw_positive) >= 2:
+        fit = power_law_fit(cpw_positive.outputs, cpw_positive.bits_per_weight)
+        metrics.add("multi_output_cpw_exponent", fit.exponent, f"stored bits per weight ~ O^exponent, R^2 = {fit.r2:.3g}")
+    else:
+        metrics.add("multi_output_cpw_exponent", math.nan, "fewer than two O with stored bits > 0")
+    largest = per_o.iloc[-1]
+    metrics.add("multi_output_cpw_largest_o", largest.bits_per_weight, f"P O (1 - H2(error)) / W at O = {int(largest.outputs)}")
+    metrics.add("multi_output_saturation_epochs", per_o.epochs.max(), "most epochs any O trained before its accuracy saturated")
+    return {
+        "fractions": fractions, "capacity": capacity_table, "extrapolation": lines,
+        "outputs": per_o, "metrics": metrics.frame(),
+    }
