@@ -1,0 +1,153 @@
+"""Figures of the committee-machine study (SPEC S3, first half).
+
+Each figure is `name(tables, params) -> Figure`, tables being the inputs of the study's figure
+rule read as DataFrames (workflow/rules/committee.smk: COMMITTEE_FIGURE_INPUTS); FIGURES lists them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from factstore.plots import style
+from factstore.statistics import power_law_fit
+
+# The paper's simulations (seed 003) and the one-step RSB value they are compared with.
+PAPER_CPW = {1: 2.0, 3: 2.96, 5: 3.33}
+ONE_STEP_RSB = 3.0
+SOLVER_LABELS = {"backprop": "back-propagation (tanh, beta annealed)", "least_action": "least-action learning", "lp": "exact (LP)"}
+SOLVER_STYLES = {"backprop": "-", "least_action": "--", "lp": ":"}
+
+
+def fraction_embedded(tables: dict[str, pd.DataFrame], params: dict):
+    """Fraction of instances embedded with zero error vs alpha, one panel per K, one colour per N.
+
+    tables: fractions (committee.summary).
+    """
+    fractions = tables["fractions"]
+    tree = fractions[fractions.run.str.startswith("tree_")]
+    ks = sorted(tree.hidden.unique())
+    fig, axes = style.figure(ncols=len(ks), width=3.8, sharey=True)
+    colours = style.palette([f"N = {n}" for n in sorted(tree.n.unique())])
+    for ax, k in zip(axes[0], ks):
+        here = tree[tree.hidden == k]
+        for (solver, n), curve in here.groupby(["solver", "n"]):
+            curve = curve.sort_values("alpha")
+            ax.plot(curve.alpha, curve.fraction, marker="o", ms=3, color=colours[f"N = {n}"],
+                    linestyle=SOLVER_STYLES[solver], label=f"N = {n}")
+        for solver in here.solver.unique():
+            ax.plot([], [], color="0.3", linestyle=SOLVER_STYLES[solver], label=SOLVER_LABELS[solver])
+        style.theory_vline(ax, PAPER_CPW[k], f"paper: {PAPER_CPW[k]:g}" if k != 1 else "perceptron: 2")
+        if k > 1:
+            style.theory_vline(ax, ONE_STEP_RSB, "one-step RSB ~ 3", reference=True)
+        ax.axhline(0.5, color="0.7", linewidth=0.8)
+        ax.set_title(f"tree committee machine, K = {k}")
+        ax.set_xlabel(r"load $\alpha = P / N$")
+    axes[0][0].set_ylabel("fraction of instances embedded perfectly")
+    style.shared_legend(fig, axes)
+    style.caption(fig, f"{int(tree.instances.max())} instances per point; CpW = where the fraction crosses 1/2 (grey line)")
+    return fig
+
+
+def capacity_extrapolation(tables: dict[str, pd.DataFrame], params: dict):
+    """CpW vs 1/N per K and solver, with the line a + b/N extrapolated to N -> infinity.
+
+    tables: capacity, extrapolation (committee.summary).
+    """
+    table, lines = tables["capacity"], tables["extrapolation"]
+    tree = table[table.run.str.startswith("tree_")].dropna(subset=["cpw"])
+    fig, axes = style.figure(width=5.2, height=4.0)
+    ax = axes[0][0]
+    colours = style.palette([f"K = {k}" for k in sorted(tree.hidden.unique())])
+    x_max = 1.1 / tree.n.min() if len(tree) else 0.1
+    for (k, solver, run), group in tree.groupby(["hidden", "solver", "run"]):
+        colour = colours[f"K = {k}"]
+        marker = {"backprop": "o", "least_action": "s", "lp": "^"}[solver]
+        ax.plot(1 / group.n, group.cpw, marker, color=colour, label=f"K = {k}, {SOLVER_LABELS[solver]}")
+        fit = lines[(lines.run == run) & (lines.solver == solver)]
+        if len(fit) and np.isfinite(fit.cpw_infinite_n.iloc[0]):
+            grid = np.linspace(0, x_max, 20)
+            ax.plot(grid, fit.cpw_infinite_n.iloc[0] + fit.slope.iloc[0] * grid, color=colour,
+                    linestyle=SOLVER_STYLES[solver], alpha=0.7)
+    for k, value in PAPER_CPW.items():
+        if f"K = {k}" in colours:
+            ax.plot([0], [value], "*", ms=11, color=colours[f"K = {k}"], markeredgecolor="k",
+                    label=f"paper, K = {k}: {value:g}" if k > 1 else "perceptron: 2")
+    style.theory_hline(ax, ONE_STEP_RSB, "one-step RSB ~ 3", reference=True)
+    ax.set_xlim(left=-0.002, right=x_max)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("1 / N")
+    ax.set_ylabel("capacity per weight (fraction embedded = 1/2)")
+    ax.legend(fontsize=6.5, loc="lower left", ncols=2)
+    style.caption(fig, "lines: CpW = a + b/N fitted over the measured N; a is the N -> infinity value")
+    return fig
+
+
+def depth(tables: dict[str, pd.DataFrame], params: dict):
+    """CpW vs the number of hidden layers: tree (1 and 2 hidden layers, same N) and fully connected.
+
+    tables: capacity (committee.summary).
+    """
+    table = tables["capacity"]
+    fig, axes = style.figure(width=4.6)
+    ax = axes[0][0]
+    depth_params = params["depth"]
+    tree = table[table.run.isin([depth_params["reference_run"], depth_params["tree_run"]]) & (table.n == depth_params["n"])]
+    tree = tree[tree.solver == "backprop"].sort_values("hidden_layers")
+    fc = table[table.run.isin(params["fc_runs"])].sort_values("hidden_layers")
+    colours = style.palette(["tree", "fully connected"])
+    if len(tree):
+        ax.plot(tree.hidden_layers, tree.cpw, "o-", color=colours["tree"], label=f"tree, N = {depth_params['n']} ({', '.join(tree.architecture)})")
+    if len(fc):
+        ax.plot(fc.hidden_layers, fc.cpw, "s--", color=colours["fully connected"],
+                label=f"fully connected, N = {fc.n.iloc[0]}, H = {fc.hidden.iloc[0]}")
+    ax.plot([1, 2], [PAPER_CPW[3], 2.99], "*", ms=11, color="0.4", label="paper: 2.96 (K = 3), 2.99 (two layers)")
+    style.theory_hline(ax, ONE_STEP_RSB, "one-step RSB ~ 3", reference=True)
+    ax.set_xticks([1, 2, 3])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("hidden layers")
+    ax.set_ylabel("capacity per weight (back-propagation)")
+    ax.legend(fontsize=7)
+    style.caption(fig, "fully connected: alpha = P / (N H + (layers - 1) H^2)")
+    return fig
+
+
+def multi_output(tables: dict[str, pd.DataFrame], params: dict):
+    """Saturated accuracy above chance and the finite-error CpW vs the number of outputs O (log-log).
+
+    tables: outputs (per-O means, committee.summary), table (per instance, committee.multi_output).
+    """
+    per_o, runs = tables["outputs"], tables["table"]
+    fig, axes = style.figure(ncols=2, width=4.2)
+    left, right = axes[0]
+    colours = style.palette(["measured", "fit"])
+    left.plot(runs.outputs, runs.above_chance.clip(lower=1e-4), ".", color="0.7", label="instances")
+    left.plot(per_o.outputs, per_o.above_chance.clip(lower=1e-4), "o", color=colours["measured"], label="mean")
+    if (per_o.above_chance > 0).all() and len(per_o) >= 2:
+        fit = power_law_fit(per_o.outputs, per_o.above_chance)
+        grid = np.geomspace(per_o.outputs.min(), per_o.outputs.max(), 30)
+        left.plot(grid, fit.prefactor * grid**fit.exponent, color=colours["fit"],
+                  label=f"fit: exponent {fit.exponent:.2f} (R² {fit.r2:.2f})")
+        left.plot(grid, fit.prefactor * grid**-0.9, color="0.4", linestyle=":", label="paper: exponent -0.9")
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel("outputs O")
+    left.set_ylabel("saturated training accuracy - 1/2")
+    left.legend(fontsize=7)
+    right.plot(per_o.outputs, per_o.bits_per_weight, "o-", color=colours["measured"])
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("outputs O")
+    right.set_ylabel("finite-error CpW: P O (1 - H2(error)) / W")
+    row = runs.iloc[0]
+    style.caption(fig, f"N = {row.n}, H = {row.hidden}, P = {row.patterns}; {runs.instance.nunique()} instances; "
+                       f"trained until the accuracy saturates (at most {int(per_o.epochs.max())} epochs)")
+    return fig
+
+
+FIGURES = {
+    "fraction_embedded": fraction_embedded,
+    "capacity_extrapolation": capacity_extrapolation,
+    "depth": depth,
+    "multi_output": multi_output,
+}

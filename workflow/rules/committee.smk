@@ -1,0 +1,158 @@
+# Committee machines (SPEC S3, first half): capacity per weight of tree committee machines (K = 1,
+# 3, 5; several N and an extrapolation in 1/N), depth (a second hidden layer; fully connected
+# machines with 1-3 hidden layers), and many outputs with a finite training error.
+#
+# Each embedding run is one architecture and one solver over all its N and loads; the summary
+# turns the runs into capacities and metrics; ONE figure rule draws every figure of the study.
+
+COMMITTEE = config["committee"]
+COMMITTEE_SHARED = {key: COMMITTEE[key] for key in ("seed", "instances", "backprop", "least_action")}
+
+
+def committee_runs():
+    """{run name: the embedding step's params}: tree_k<K>_<solver>, depth_tree, fc_l<layers>."""
+    tree, depth = COMMITTEE["tree"], COMMITTEE["depth"]
+    runs = {}
+    for key in ("k1", "k3", "k5"):
+        k = int(key[1:])
+        for solver in tree["solvers"][key]:
+            runs[f"tree_{key}_{solver}"] = COMMITTEE_SHARED | {
+                "architecture": {"kind": "tree", "hidden": k}, "solver": solver,
+                "n": tree["n"], "alphas": tree["alphas"][key],
+            }
+    runs["depth_tree"] = COMMITTEE_SHARED | {
+        "architecture": {"kind": "tree", "hidden": depth["tree"]["hidden"], "groups": depth["tree"]["groups"]},
+        "solver": "backprop", "n": [depth["tree"]["n"]], "alphas": depth["tree"]["alphas"],
+    }
+    fc = depth["fc"]
+    for layers in fc["layers"]:
+        runs[f"fc_l{layers}"] = COMMITTEE_SHARED | {
+            "architecture": {"kind": "fc", "hidden": fc["hidden"], "layers": layers},
+            "solver": "backprop", "n": [fc["n"]], "alphas": fc["alphas"],
+        }
+    return {name: spec | {"run": name} for name, spec in runs.items()}
+
+
+COMMITTEE_RUNS = committee_runs()
+
+
+rule committee:
+    """Every result of the committee-machine study (its figures: `snakemake committee_figures`)."""
+    input:
+        "results/committee/metrics.csv",
+
+
+rule committee_embedding:
+    output:
+        table="results/committee/embedding_{run}.csv",
+    wildcard_constraints:
+        run="|".join(COMMITTEE_RUNS),
+    input:
+        code=step_code("committee"),
+    params:
+        step="committee.embedding",
+        json=lambda w: as_json(COMMITTEE_RUNS[w.run]),
+        io=runner_io,
+    threads: config["threads"]
+    resources:
+        gpu=1,
+    log:
+        "logs/committee/embedding_{run}.log",
+    conda:
+        ENVIRONMENT
+    shell:
+        STEP
+
+
+rule committee_multi_output:
+    output:
+        table="results/committee/multi_output.csv",
+    input:
+        code=step_code("committee"),
+    params:
+        step="committee.multi_output",
+        json=as_json(COMMITTEE["multi_output"], seed=COMMITTEE["seed"]),
+        io=runner_io,
+    threads: config["threads"]
+    resources:
+        gpu=1,
+    log:
+        "logs/committee/multi_output.log",
+    conda:
+        ENVIRONMENT
+    shell:
+        STEP
+
+
+COMMITTEE_EMBEDDINGS = {f"embedding_{run}": rules.committee_embedding.output.table.format(run=run) for run in COMMITTEE_RUNS}
+COMMITTEE_SUMMARY_PARAMS = {
+    "depth": {"tree_run": "depth_tree", "reference_run": "tree_k3_backprop", "n": COMMITTEE["depth"]["tree"]["n"]},
+    "fc_runs": [f"fc_l{layers}" for layers in COMMITTEE["depth"]["fc"]["layers"]],
+}
+
+
+rule committee_summary:
+    output:
+        fractions="results/committee/fractions.csv",
+        capacity="results/committee/capacity.csv",
+        extrapolation="results/committee/extrapolation.csv",
+        outputs="results/committee/outputs.csv",
+        metrics="results/committee/metrics.csv",
+    input:
+        **COMMITTEE_EMBEDDINGS,
+        multi_output=rules.committee_multi_output.output.table,
+        code=step_code("committee"),
+    params:
+        step="committee.summary",
+        json=as_json(COMMITTEE_SUMMARY_PARAMS),
+        io=runner_io,
+    log:
+        "logs/committee/summary.log",
+    conda:
+        ENVIRONMENT
+    shell:
+        STEP
+
+
+METRICS["committee"] = rules.committee_summary.output.metrics
+
+# figure name (a key of factstore.plots.committee.FIGURES) -> the tables it reads, by name.
+COMMITTEE_FIGURE_INPUTS = {
+    "fraction_embedded": {"fractions": rules.committee_summary.output.fractions},
+    "capacity_extrapolation": {
+        "capacity": rules.committee_summary.output.capacity,
+        "extrapolation": rules.committee_summary.output.extrapolation,
+    },
+    "depth": {"capacity": rules.committee_summary.output.capacity},
+    "multi_output": {"outputs": rules.committee_summary.output.outputs, "table": rules.committee_multi_output.output.table},
+}
+COMMITTEE_FIGURE_PARAMS = COMMITTEE_SUMMARY_PARAMS
+FIGURES += figure_files("committee", COMMITTEE_FIGURE_INPUTS)
+
+
+rule committee_figures:
+    """Every figure of the committee-machine study."""
+    input:
+        figure_files("committee", COMMITTEE_FIGURE_INPUTS),
+
+
+rule committee_figure:
+    """One figure of the study: figures/committee_{figure}.png and .pdf."""
+    output:
+        png="figures/committee_{figure}.png",
+        pdf="figures/committee_{figure}.pdf",
+    wildcard_constraints:
+        figure="|".join(COMMITTEE_FIGURE_INPUTS),
+    input:
+        unpack(lambda w: COMMITTEE_FIGURE_INPUTS[w.figure]),
+        code=figure_code("committee"),
+    params:
+        step="figures.draw",
+        json=lambda w: as_json(COMMITTEE_FIGURE_PARAMS, study="committee", figure=w.figure),
+        io=runner_io,
+    log:
+        "logs/committee/figure_{figure}.log",
+    conda:
+        ENVIRONMENT
+    shell:
+        STEP
