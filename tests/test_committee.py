@@ -1,0 +1,152 @@
+"""Committee machines (SPEC S3, first half): forward passes, weight counts, solvers, capacities,
+the multi-output measures and the claim checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from factstore import claims
+from factstore.committee import architectures, backprop, capacity, least_action, multi_output, patterns, separability
+from factstore.committee.architectures import Architecture
+from factstore.statistics import power_law_fit
+from conftest import REPOSITORY
+
+
+def test_tree_forward_pass_is_a_majority_of_receptive_field_perceptrons():
+    generator = torch.Generator().manual_seed(0)
+    machine = Architecture("tree", n_inputs=12, hidden=3)
+    weights = architectures.initial_weights(machine, 4, generator)
+    x, y, mask = patterns.load_batch([10] * 4, 12, generator)
+    hidden = torch.stack([torch.sign((x[..., 4 * k : 4 * k + 4] * weights[0][:, None, k]).sum(-1)) for k in range(3)], -1)
+    by_hand = torch.sign(hidden.sum(-1))
+    assert torch.equal(torch.sign(architectures.output_field(machine, weights, x)), by_hand)
+    # tanh(beta h) tends to sign(h) as beta grows.
+    smooth = architectures.output_field(machine, weights, x, beta=1e4)
+    assert torch.equal(torch.sign(smooth), by_hand)
+    errors = architectures.training_errors(machine, weights, x, y, mask)
+    assert torch.equal(errors, ((by_hand * y) <= 0).sum(-1))
+
+
+def test_two_layer_tree_and_fully_connected_forward_passes():
+    generator = torch.Generator().manual_seed(1)
+    x, _, _ = patterns.load_batch([6, 6], 18, generator)
+    deep = Architecture("tree", n_inputs=18, hidden=9, groups=(3,))
+    w = architectures.initial_weights(deep, 2, generator)
+    first = torch.sign(architectures.first_layer_fields(deep, w, x))  # (B, P, 9)
+    second = torch.sign(first.view(2, 6, 3, 3).sum(-1))
+    assert torch.equal(torch.sign(architectures.output_field(deep, w, x)), torch.sign(second.sum(-1)))
+    fc = Architecture("fc", n_inputs=18, hidden=3, layers=2)
+    w = architectures.initial_weights(fc, 2, generator)
+    h1 = torch.sign(torch.einsum("bpn,bhn->bph", x, w[0]))
+    h2 = torch.sign(torch.einsum("bph,bkh->bpk", h1, w[1]))
+    assert torch.equal(torch.sign(architectures.output_field(fc, w, x)), torch.sign(h2.sum(-1)))
+
+
+def test_weight_counts():
+    assert Architecture("tree", 45, 3).weight_count == 45
+    assert Architecture("tree", 45, 9, groups=(3,)).weight_count == 45
+    assert Architecture("tree", 45, 9, groups=(3,)).hidden_layers == 2
+    assert Architecture("fc", 20, 3, layers=1).weight_count == 60
+    assert Architecture("fc", 20, 3, layers=3).weight_count == 60 + 2 * 9
+    assert multi_output.weight_count(20, 10, 8) == 200 + 80
+    with pytest.raises(ValueError, match="divisible"):
+        Architecture("tree", 10, 3)
+    with pytest.raises(ValueError, match="odd"):
+        Architecture("fc", 10, 4)
+
+
+def test_lp_separability_on_constructed_sets():
+    rng = np.random.default_rng(0)
+    x = rng.choice([-1.0, 1.0], size=(30, 10))
+    teacher = rng.normal(size=10)
+    assert separability.linearly_separable(x, np.sign(x @ teacher))
+    # No bias: x and -x can never both be +1.
+    assert not separability.linearly_separable(np.stack([x[0], -x[0]]), np.array([1.0, 1.0]))
+    # The same pattern with both labels.
+    assert not separability.linearly_separable(np.stack([x[1], x[1], x[2]]), np.array([1.0, -1.0, 1.0]))
+
+
+def test_cover_fraction():
+    assert separability.cover_fraction(10, 10) == 1.0
+    for n in (5, 20, 60):
+        assert separability.cover_fraction(2 * n, n) == pytest.approx(0.5, abs=1e-12)
+    assert separability.cover_fraction(30, 10) < 0.5 < separability.cover_fraction(15, 10)
+
+
+def test_perceptron_capacity_near_two_with_the_exact_solver():
+    """A property of the LP solver at small N: the embedded fraction crosses 1/2 near alpha = 2."""
+    n, instances, alphas = 20, 40, [1.4, 1.7, 2.0, 2.3, 2.6]
+    generator = torch.Generator().manual_seed(2)
+    fractions = []
+    for alpha in alphas:
+        count = patterns.patterns_for_load(alpha, n)
+        x, y, _ = patterns.load_batch([count] * instances, n, generator)
+        fractions.append(np.mean([separability.linearly_separable(x[b].numpy(), y[b].numpy()) for b in range(instances)]))
+    assert 1.6 <= capacity.half_crossing(alphas, fractions) <= 2.4
+
+
+def test_solvers_embed_easy_instances_and_report_them_at_their_own_index():
+    generator = torch.Generator().manual_seed(3)
+    machine = Architecture("tree", n_inputs=15, hidden=3)
+    counts = [3, 60, 4, 60]  # alpha 0.2 (easy) and 4 (above any capacity)
+    x, y, mask = patterns.load_batch(counts, 15, generator)
+    weights = architectures.initial_weights(machine, 4, generator)
+    result = backprop.train_backprop(machine, weights, x, y, mask, epochs=200, learning_rate=0.05,
+                                     beta_start=1.0, beta_end=8.0, check_every=5)
+    assert result.embedded.tolist() == [True, False, True, False]
+    assert (result.fewest_errors[[1, 3]] > 0).all()
+    result = least_action.train_least_action(machine, weights, x, y, mask, epochs=200)
+    assert result.embedded.tolist() == [True, False, True, False]
+
+
+def test_half_crossing_and_extrapolation():
+    assert capacity.half_crossing([1, 2, 3], [1.0, 0.6, 0.2]) == pytest.approx(2.25)
+    assert math.isnan(capacity.half_crossing([1, 2, 3], [0.4, 0.2, 0.0]))  # grid starts too high
+    assert math.isnan(capacity.half_crossing([1, 2, 3], [1.0, 0.9, 0.8]))  # grid stops too low
+    n = np.array([30, 60, 120])
+    fit = capacity.extrapolate_in_inverse_n(n, 2.9 - 12 / n)
+    assert fit.intercept == pytest.approx(2.9) and fit.slope == pytest.approx(-12)
+
+
+def test_power_law_fit_recovers_a_known_exponent():
+    outputs = np.array([1, 2, 4, 8, 16, 32])
+    above_chance = 0.4 * outputs**-0.9 * np.exp(np.random.default_rng(0).normal(scale=0.01, size=6))
+    fit = power_law_fit(outputs, above_chance)
+    assert fit.exponent == pytest.approx(-0.9, abs=0.03) and fit.r2 > 0.99
+
+
+def test_finite_error_capacity_counts_stored_bits():
+    assert multi_output.stored_bits_per_weight(1.0, 100, 4, 200) == pytest.approx(2.0)
+    assert multi_output.stored_bits_per_weight(0.5, 100, 4, 200) == 0.0
+    assert 0 < multi_output.stored_bits_per_weight(0.9, 100, 4, 200) < 2.0
+
+
+REGISTRY = {claim["id"]: claim for claim in claims.load_registry(REPOSITORY / "config/claims.yaml")}
+RESULT = "results/committee/metrics.csv"
+INSIDE = {
+    "cpw_k1_lp_extrapolated": 2.0, "cpw_k3_best_extrapolated": 2.96, "cpw_k5_best_extrapolated": 3.33,
+    "depth_tree_ratio": 1.01, "depth_fc_ratio_max_over_min": 1.05,
+    "multi_output_above_chance_min": 0.02, "multi_output_exponent": -0.9, "multi_output_exponent_r2": 0.98,
+}
+OUTSIDE = {
+    "cpw_k1_lp_extrapolated": 1.5, "cpw_k3_best_extrapolated": 2.2, "cpw_k5_best_extrapolated": 2.4,
+    "depth_tree_ratio": 0.6, "depth_fc_ratio_max_over_min": 1.8,
+    "multi_output_above_chance_min": -0.01, "multi_output_exponent": -0.3, "multi_output_exponent_r2": 0.5,
+}
+
+
+@pytest.mark.parametrize("claim_id", ["S3.cpw-committee", "S3.cpw-depth", "S3.multi-output-power-law"])
+def test_each_claim_check_flips_on_a_hand_made_metrics_table(claim_id):
+    claim = REGISTRY[claim_id]
+    assert claim["result"] == RESULT and claim["checks"]
+    table = pd.DataFrame({"metric": list(INSIDE), "value": list(INSIDE.values())})
+    assert claims.evaluate_claim(claim, {RESULT: table}, "paper")["status"] == "PASS"
+    for check in claim["checks"]:
+        flipped = table.copy()
+        flipped.loc[flipped.metric == check["metric"], "value"] = OUTSIDE[check["metric"]]
+        assert claims.evaluate_claim(claim, {RESULT: flipped}, "paper")["status"] == "FAIL", check["metric"]
