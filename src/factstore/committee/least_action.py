@@ -59,30 +59,40 @@ def train_least_action(
     """Least-action learning of B tree committee machines with one hidden layer (groups = ())."""
     if architecture.kind != "tree" or architecture.groups:
         raise ValueError("least-action learning is implemented for one-hidden-layer tree committee machines")
-    batch, p, n = patterns.shape
+    p = patterns.shape[1]
     k = architecture.hidden
+    batch = patterns.shape[0]
     result = EmbeddingResult.empty(batch, patterns.device)
     active = ActiveSet(batch, patterns.device, w=weights[0].clone(), patterns=patterns, labels=labels, mask=mask)
     bounds = torch.linspace(0, p, chunks + 1).round().long().tolist()
     for epoch in range(epochs):
-        x = active["patterns"]
-        errors, _ = least_action_step(
-            first_layer_fields(architecture, [active["w"]], x), active["labels"], active["mask"], margin
-        )
-        active.record(result, errors, epoch)
+        fields = first_layer_fields(architecture, [active["w"]], active["patterns"])
+        errors, chosen = least_action_step(fields, active["labels"], active["mask"], margin)
+        if chunks == 1:  # the batch rule: this epoch's fields give both the errors and the step
+            _apply(active, chosen, slice(None), learning_rate, k)
+        active.record(result, errors, epoch)  # errors of the weights at the start of the epoch
         if len(active) == 0:
             break
-        # Chunks of patterns in turn (chunks = 1: the batch rule; chunks = P: the online rule).
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            x = active["patterns"][:, lo:hi]
-            fields = first_layer_fields(architecture, [active["w"]], x)
-            _, chosen = least_action_step(fields, active["labels"][:, lo:hi], active["mask"][:, lo:hi], margin)
-            # Each chosen (pattern, unit) adds y x_k to w_k; steps scale with |w| (fields are normalised).
-            signed = chosen * active["labels"][:, lo:hi, None]  # (B, chunk, K)
-            update = torch.einsum("bpk,bpkn->bkn", signed, x.reshape(len(active), hi - lo, k, n // k))
-            scale = active["w"].norm(dim=-1, keepdim=True) / (n // k)
-            active["w"] = active["w"] + learning_rate * scale * update / chosen.sum(1)[..., None].clamp(min=1).sqrt()
+        if chunks > 1:  # blocks of patterns in turn, each seeing the previous blocks' steps
+            for lo, hi in zip(bounds[:-1], bounds[1:]):
+                block = slice(lo, hi)
+                fields = first_layer_fields(architecture, [active["w"]], active["patterns"][:, block])
+                _, chosen = least_action_step(fields, active["labels"][:, block], active["mask"][:, block], margin)
+                _apply(active, chosen, block, learning_rate, k)
     else:
         if len(active):
             result.epochs[active.index] = epochs
     return result
+
+
+def _apply(active: ActiveSet, chosen: torch.Tensor, block: slice, learning_rate: float, k: int) -> None:
+    """w_k += lr |w_k| / n_k * sum over chosen patterns y x_k / sqrt(#chosen for unit k).
+
+    Steps scale with |w| because fields are normalised; dividing by sqrt(#chosen) keeps the batch
+    step from growing linearly with the number of errors."""
+    x = active["patterns"][:, block]
+    batch, p, n = x.shape
+    signed = chosen * active["labels"][:, block, None]  # (B, p, K)
+    update = torch.einsum("bpk,bpkn->bkn", signed, x.reshape(batch, p, k, n // k))
+    scale = active["w"].norm(dim=-1, keepdim=True) / (n // k)
+    active["w"] = active["w"] + learning_rate * scale * update / chosen.sum(1)[..., None].clamp(min=1).sqrt()
