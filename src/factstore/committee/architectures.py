@@ -99,8 +99,15 @@ def first_layer_fields(architecture: Architecture, weights: list[torch.Tensor], 
 def output_field(
     architecture: Architecture, weights: list[torch.Tensor], patterns: torch.Tensor, beta: float | None = None
 ) -> torch.Tensor:
-    """The output field S (B, P); the machine's output is sign(S). beta None: sign units; else tanh(beta h)."""
-    units = _unit(first_layer_fields(architecture, weights, patterns), beta)
+    """The output field S (B, P); the machine's output is sign(S). beta None: sign units; else tanh(beta h).
+
+    With K = 1 (the perceptron) the one hidden unit is the output unit: its smooth field is h itself
+    (the output's tanh(beta S) sits in the loss), not tanh(beta h), which would squash twice.
+    """
+    fields = first_layer_fields(architecture, weights, patterns)
+    if beta is not None and architecture.kind == "tree" and architecture.hidden == 1:
+        return fields[..., 0]
+    units = _unit(fields, beta)
     if architecture.kind == "tree":
         for fan_in in architecture.groups:
             batch, p, width = units.shape

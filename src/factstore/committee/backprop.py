@@ -2,13 +2,16 @@
 
 The smooth machine (architectures.output_field with a beta) is trained full batch on the logistic
 loss of its output tanh(beta S): softplus(-2 beta y S) averaged over the real patterns, with Adam
-(written out here so its moments can be compacted with the instances). beta grows geometrically
+(written out here so its moments can be compacted with the instances) and a cosine decay of
+its learning rate. beta grows geometrically
 from beta_start to beta_end over the run, so early epochs see a smooth landscape and late ones
 approach the sign machine. Every `check_every` epochs the *sign* machine is evaluated; an instance
 with zero training error is embedded and leaves the batch.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -20,6 +23,14 @@ def beta_schedule(epoch: int, epochs: int, beta_start: float, beta_end: float) -
     """Geometric annealing: beta_start at epoch 0, beta_end at the last epoch."""
     fraction = epoch / max(1, epochs - 1)
     return beta_start * (beta_end / beta_start) ** fraction
+
+
+def learning_rate_schedule(epoch: int, epochs: int, learning_rate: float, floor: float = 0.01) -> float:
+    """Cosine decay from learning_rate to floor x learning_rate: Adam's steps are ~lr per weight
+    whatever the gradient, so without decay the weights keep rotating by a few percent per epoch
+    and never settle into the narrow solution region near capacity."""
+    fraction = epoch / max(1, epochs - 1)
+    return learning_rate * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * fraction)))
 
 
 def train_backprop(
@@ -56,6 +67,7 @@ def train_backprop(
             if len(active) == 0:
                 break
         beta = beta_schedule(epoch, epochs, beta_start, beta_end)
+        rate = learning_rate_schedule(epoch, epochs, learning_rate)
         current = [active[f"w{i}"].requires_grad_(True) for i in range(layers)]
         field = output_field(architecture, current, active["patterns"], beta)
         margins = active["labels"] * field
@@ -67,7 +79,7 @@ def train_backprop(
             for i, gradient in enumerate(gradients):
                 m = active[f"m{i}"].mul_(beta1).add_(gradient, alpha=1 - beta1)
                 v = active[f"v{i}"].mul_(beta2).addcmul_(gradient, gradient, value=1 - beta2)
-                step = learning_rate * (m / correction1) / ((v / correction2).sqrt() + eps)
+                step = rate * (m / correction1) / ((v / correction2).sqrt() + eps)
                 active[f"w{i}"] = current[i].detach() - step
     # Instances still active after the last check keep embedded = False.
     if len(active) and epochs > 0:
