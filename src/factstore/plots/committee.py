@@ -16,7 +16,7 @@ from factstore.statistics import power_law_fit
 PAPER_CPW = {1: 2.0, 3: 2.96, 5: 3.33}
 ONE_STEP_RSB = 3.0
 SOLVER_LABELS = {"backprop": "back-propagation (tanh, beta annealed)", "least_action": "least-action learning", "lp": "exact (LP)"}
-SOLVER_STYLES = {"backprop": "-", "least_action": "--", "lp": ":"}
+SOLVER_STYLES = {"backprop": "-", "least_action": "-.", "lp": ":"}  # theory lines are dashed
 
 
 def fraction_embedded(tables: dict[str, pd.DataFrame], params: dict):
@@ -139,8 +139,10 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     right.set_yscale("log")
     right.set_xlabel("outputs O")
     right.set_ylabel("finite-error CpW: P O (1 - H2(error)) / W")
-    row = runs.iloc[0]
-    style.caption(fig, f"N = {row.n}, H = {row.hidden}, P = {row.patterns}; {runs.instance.nunique()} instances; "
+    n, hidden, p = (int(runs[column].iloc[0]) for column in ("n", "hidden", "patterns"))
+    left.set_title("accuracy above chance")
+    right.set_title("finite-error capacity per weight")
+    style.caption(fig, f"N = {n}, H = {hidden}, P = {p}; {runs.instance.nunique()} instances; "
                        f"trained until the accuracy saturates (at most {int(per_o.epochs.max())} epochs)")
     return fig
 
