@@ -9,31 +9,28 @@ COMMITTEE = config["committee"]
 COMMITTEE_SHARED = {key: COMMITTEE[key] for key in ("seed", "instances", "backprop", "least_action")}
 
 
-def committee_runs():
-    """{run name: the embedding step's params}: tree_k<K>_<solver>, depth_tree, fc_l<layers>."""
-    tree, depth = COMMITTEE["tree"], COMMITTEE["depth"]
-    runs = {}
-    for key in ("k1", "k3", "k5"):
-        k = int(key[1:])
-        for solver in tree["solvers"][key]:
-            runs[f"tree_{key}_{solver}"] = COMMITTEE_SHARED | {
-                "architecture": {"kind": "tree", "hidden": k}, "solver": solver,
-                "n": tree["n"], "alphas": tree["alphas"][key],
-            }
-    runs["depth_tree"] = COMMITTEE_SHARED | {
-        "architecture": {"kind": "tree", "hidden": depth["tree"]["hidden"], "groups": depth["tree"]["groups"]},
-        "solver": "backprop", "n": [depth["tree"]["n"]], "alphas": depth["tree"]["alphas"],
+# {run name: the embedding step's params}: tree_k<K>_<solver>, depth_tree, fc_l<layers>.
+COMMITTEE_TREE, COMMITTEE_DEPTH = COMMITTEE["tree"], COMMITTEE["depth"]
+COMMITTEE_RUNS = {
+    f"tree_{key}_{solver}": COMMITTEE_SHARED | {
+        "architecture": {"kind": "tree", "hidden": int(key[1:])}, "solver": solver,
+        "n": COMMITTEE_TREE["n"], "alphas": COMMITTEE_TREE["alphas"][key],
     }
-    fc = depth["fc"]
-    for layers in fc["layers"]:
-        runs[f"fc_l{layers}"] = COMMITTEE_SHARED | {
-            "architecture": {"kind": "fc", "hidden": fc["hidden"], "layers": layers},
-            "solver": "backprop", "n": [fc["n"]], "alphas": fc["alphas"],
-        }
-    return {name: spec | {"run": name} for name, spec in runs.items()}
-
-
-COMMITTEE_RUNS = committee_runs()
+    for key in ("k1", "k3", "k5")
+    for solver in COMMITTEE_TREE["solvers"][key]
+}
+COMMITTEE_RUNS["depth_tree"] = COMMITTEE_SHARED | {
+    "architecture": {"kind": "tree", "hidden": COMMITTEE_DEPTH["tree"]["hidden"], "groups": COMMITTEE_DEPTH["tree"]["groups"]},
+    "solver": "backprop", "n": [COMMITTEE_DEPTH["tree"]["n"]], "alphas": COMMITTEE_DEPTH["tree"]["alphas"],
+}
+COMMITTEE_RUNS |= {
+    f"fc_l{layers}": COMMITTEE_SHARED | {
+        "architecture": {"kind": "fc", "hidden": COMMITTEE_DEPTH["fc"]["hidden"], "layers": layers},
+        "solver": "backprop", "n": [COMMITTEE_DEPTH["fc"]["n"]], "alphas": COMMITTEE_DEPTH["fc"]["alphas"],
+    }
+    for layers in COMMITTEE_DEPTH["fc"]["layers"]
+}
+COMMITTEE_RUNS = {name: spec | {"run": name} for name, spec in COMMITTEE_RUNS.items()}
 
 
 rule committee:
