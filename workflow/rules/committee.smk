@@ -30,6 +30,15 @@ COMMITTEE_RUNS |= {
     }
     for layers in COMMITTEE_DEPTH["fc"]["layers"]
 }
+# K = 3 back-propagation with other epoch budgets on the instances of tree_k3_backprop at one N.
+COMMITTEE_SWEEP = COMMITTEE_TREE["epoch_sweep"]
+COMMITTEE_RUNS |= {
+    f"epochs_k3_e{epochs}": COMMITTEE_RUNS["tree_k3_backprop"] | {
+        "n": [COMMITTEE_SWEEP["n"]], "instance_key": "tree_k3_backprop",
+        "backprop": COMMITTEE["backprop"] | {"epochs": epochs},
+    }
+    for epochs in COMMITTEE_SWEEP["epochs"]
+}
 COMMITTEE_RUNS = {name: spec | {"run": name} for name, spec in COMMITTEE_RUNS.items()}
 
 
@@ -85,6 +94,11 @@ COMMITTEE_EMBEDDINGS = {f"embedding_{run}": rules.committee_embedding.output.tab
 COMMITTEE_SUMMARY_PARAMS = {
     "depth": {"tree_run": "depth_tree", "reference_run": "tree_k3_backprop", "n": COMMITTEE["depth"]["tree"]["n"]},
     "fc_runs": [f"fc_l{layers}" for layers in COMMITTEE["depth"]["fc"]["layers"]],
+    "epoch_sweep": {
+        "n": COMMITTEE_SWEEP["n"],
+        "runs": [["tree_k3_backprop", COMMITTEE["backprop"]["epochs"]]]
+        + [[f"epochs_k3_e{epochs}", epochs] for epochs in COMMITTEE_SWEEP["epochs"]],
+    },
 }
 
 

@@ -62,13 +62,15 @@ def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     """Whether each random instance is embedded with zero training error, over N and alpha.
 
     params: run (a name), architecture {kind, hidden, groups, layers}, solver, n (list), alphas,
-    instances, seed, and the solver's settings (backprop {...} or least_action {...}). All loads of
-    one N form one batch of len(alphas) x instances instances (patterns padded to the largest P).
+    instances, seed, and the solver's settings (backprop {...} or least_action {...}); optional
+    instance_key: draw the instances of another run (same key, same N: same patterns and initial
+    weights), to compare solver settings on identical problems. All loads of one N form one batch
+    of len(alphas) x instances instances (patterns padded to the largest P).
     """
     rows = []
     for n in tqdm(params["n"], desc=params["run"], mininterval=5):
         architecture = _architecture(params["architecture"], n)
-        generator = derived_generator(params["seed"], params["run"], n)
+        generator = derived_generator(params["seed"], params.get("instance_key", params["run"]), n)
         counts = [patterns.patterns_for_load(alpha, architecture.weight_count) for alpha in params["alphas"]]
         batch_counts = [c for c in counts for _ in range(params["instances"])]
         x, y, mask = patterns.load_batch(batch_counts, n, generator, device=context.device)
@@ -158,7 +160,8 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
 
     inputs: embedding_<run>=... for every run (tree runs named tree_k<K>_<solver>), multi_output=...;
     params: depth {tree_run, reference_run, n} (two-layer tree vs one-layer tree at the same N),
-    fc_runs (the fully connected runs).
+    fc_runs (the fully connected runs), epoch_sweep {n, runs: [[run, epochs], ...]} (K = 3
+    back-propagation on identical instances with different epoch budgets).
     """
     runs = concat_tables(inputs, "embedding_")
     fractions = embedded_fractions(runs)
@@ -227,6 +230,19 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     value, detail = at_largest_n("tree_k5_least_action", "least_action")
     metrics.add("cpw_k5_least_action_largest_n", value, detail)
     metrics.add("cpw_k5_best_extrapolated", best[5][0], f"the larger N -> infinity value of the two solvers: {best[5][2]}; {best[5][1]}")
+
+    # The solver's share: CpW of the same K = 3 instances at one N after more and more epochs.
+    sweep = params["epoch_sweep"]
+    by_epochs = []
+    for run, epochs in sweep["runs"]:
+        found = capacity_table[(capacity_table.run == run) & (capacity_table.n == sweep["n"])].cpw
+        by_epochs.append((epochs, float(found.iloc[0]) if len(found) else math.nan))
+    by_epochs.sort()
+    epochs_detail = f"K = 3, N = {sweep['n']}, back-propagation, identical instances; " + ", ".join(f"{e} epochs: {c:.3g}" for e, c in by_epochs)
+    metrics.add("cpw_k3_backprop_fewest_epochs", by_epochs[0][1], epochs_detail)
+    metrics.add("cpw_k3_backprop_most_epochs", by_epochs[-1][1], epochs_detail)
+    metrics.add("cpw_k3_backprop_epochs_gain", by_epochs[-1][1] - by_epochs[0][1],
+                f"CpW gained from {by_epochs[0][0]} to {by_epochs[-1][0]} epochs: the solver's part of the gap at this N")
 
     # Depth: the two-hidden-layer tree against the one-layer K = 3 tree at the same N (backprop both).
     depth = params["depth"]
