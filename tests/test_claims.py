@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from factstore import claims
+from factstore.code_dependencies import source_files
 from conftest import REPOSITORY
 
 SPEC = REPOSITORY.parent / "shared" / "SPEC.md"
@@ -24,10 +26,22 @@ def test_registry_has_exactly_the_spec_ids():
     assert {claim_id[:2] for claim_id in ids} == {"S0", "S1", "S2", "S3", "S4"}
 
 
-def test_every_check_names_a_metric_of_its_result():
+def _checked_metrics():
     for claim in claims.load_registry(REPOSITORY / "config/claims.yaml"):
-        if claim.get("checks"):
-            assert claim["result"].startswith("results/") and claim["result"].endswith("metrics.csv")
+        for check in claim.get("checks", []):
+            yield claim["id"], claim["result"], check["metric"]
+
+
+@pytest.mark.parametrize("claim_id, result, metric", list(_checked_metrics()))
+def test_every_metric_a_claim_reads_is_written_literally_by_its_study(claim_id, result, metric):
+    """claim -> metric -> code in one grep: the metric's name appears as a string literal in the
+    code of the study's steps (the step module or a module it imports)."""
+    study = re.fullmatch(r"results/(\w+)/metrics\.csv", result)
+    assert study, f"{claim_id}: result {result} is not a study's metrics table"
+    files = source_files([f"factstore.experiments.{study.group(1)}"], REPOSITORY / "src")
+    assert any(f'"{metric}"' in Path(file).read_text() for file in files), (
+        f"{claim_id}: no literal \"{metric}\" in the code of factstore.experiments.{study.group(1)}"
+    )
 
 
 def test_evaluation_statuses(tmp_path):

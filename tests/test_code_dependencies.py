@@ -58,3 +58,14 @@ def test_plots_depend_on_the_library_only(module):
     imported = imported_modules(f"factstore.plots.{module}", SOURCE)
     assert not {m for m in imported if m.startswith("factstore.experiments")}
     assert callable(getattr(importlib.import_module(f"factstore.plots.{module}"), "FIGURES", {}).get) or module == "overview"
+
+
+def test_a_figure_caption_is_the_first_paragraph_of_its_function_docstring(tmp_path):
+    from factstore.report import figure_caption
+
+    plots = tmp_path / "plots.py"
+    plots.write_text('def shown(tables, params):\n    """What it shows,\n    on two lines.\n\n    Details."""\n\n'
+                     'FIGURES = {"name": shown}\n')
+    assert figure_caption(plots, "name") == "What it shows, on two lines."
+    with pytest.raises(ValueError, match="no figure 'other'"):
+        figure_caption(plots, "other")

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -111,6 +112,31 @@ def test_smoke_run_yields_every_figure_and_the_claims(smoke_run):
     for claim_id in ("S1.optimal-capacity", "S1.hebbian-typical", "S1.decoupled-equivalent", "S1.quarter-circle"):
         assert by_id[claim_id]["status"] in {"PASS", "FAIL"} and by_id[claim_id]["measured"]
     assert "| S1.hebbian-all |" in (smoke_run / "results/claims.md").read_text()
+
+
+def test_every_metric_a_claim_reads_is_produced_by_its_summary_step(smoke_run):
+    """Each metric named in config/claims.yaml is a row of its study's metrics table (smoke run)."""
+    missing = []
+    for claim in yaml.safe_load((smoke_run / "config/claims.yaml").read_text()):
+        if not claim.get("checks"):
+            continue
+        produced = set(pd.read_csv(smoke_run / claim["result"]).metric)
+        missing += [f"{claim['id']}: {check['metric']}" for check in claim["checks"] if check["metric"] not in produced]
+    assert not missing, missing
+
+
+def test_the_report_holds_every_figure_with_its_caption_the_claims_and_the_run_times(smoke_run):
+    snakemake("--report", "report.html", "--configfile", SMOKE, cwd=smoke_run)
+    html = (smoke_run / "report.html").read_text()
+    for png in (smoke_run / "figures").glob("*.png"):
+        assert png.name in html, f"{png.name} is not in the report"
+    assert "Claims it supports: S1.quarter-circle" in html  # the spectrum figure's caption
+    assert "Scale of this run: smoke" in html
+    for name in ("claims.csv", "runtimes.csv", "versions.csv"):
+        assert name in html
+    runtimes = pd.read_csv(smoke_run / "results/runtimes.csv")
+    assert {"assoc.trained", "claims.report", "figures.draw"} <= set(runtimes.step)
+    assert (runtimes.wall_time_s >= 0).all()
 
 
 def _edit(path: Path) -> tuple[bytes, float, float]:

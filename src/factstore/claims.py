@@ -16,7 +16,7 @@ import pandas as pd
 import yaml
 
 STATUSES = ("PASS", "FAIL", "NOT RUN")
-CLAIM_KEYS = {"id", "work", "statement", "result", "checks", "scale"}
+CLAIM_KEYS = {"id", "work", "statement", "result", "checks", "scale", "figures"}
 CHECK_KEYS = {"metric", "min", "max", "why"}
 
 
@@ -45,6 +45,11 @@ def load_registry(path: str | Path) -> list[dict[str, Any]]:
             if low > high:
                 raise ClaimsError(f"{path}: claim {claim['id']}: check {check['metric']} has min > max")
     return claims
+
+
+def claims_shown_in(claims: list[dict[str, Any]], figure: str) -> list[str]:
+    """Ids of the claims whose `figures` list `figure` (e.g. 'assoc_accuracy'), in registry order."""
+    return [claim["id"] for claim in claims if figure in claim.get("figures", [])]
 
 
 def _format(value: float) -> str:

@@ -145,7 +145,7 @@ FIGURES += figure_files("assoc", ASSOC_FIGURE_INPUTS)
 rule assoc_figure:
     """One figure of the study: figures/assoc_{figure}.png and .pdf."""
     output:
-        png="figures/assoc_{figure}.png",
+        png=figure_report("assoc", "S1 linear associative memory"),
         pdf="figures/assoc_{figure}.pdf",
     wildcard_constraints:
         figure="|".join(ASSOC_FIGURE_INPUTS),
@@ -156,6 +156,7 @@ rule assoc_figure:
         step="figures.draw",
         json=lambda w: as_json(ASSOC_SUMMARY_PARAMS, study="assoc", figure=w.figure),
         io=runner_io,
+        **figure_report_params("assoc"),
     log:
         "logs/assoc/figure_{figure}.log",
     conda:

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 from factstore import config as factstore_config
+from factstore.claims import claims_shown_in, load_registry
 from factstore.code_dependencies import source_files
+from factstore.report import figure_caption
 from factstore.data.fetch import MIRROR_ENVIRONMENT_VARIABLE
 
 try:
@@ -49,6 +51,29 @@ def as_json(section, **extra):
 def code(*modules):
     """Legacy hand-kept list (being replaced by step_code / figure_code in every study)."""
     return step_code("figures") + [f"src/factstore/{module}.py" for module in modules]
+
+
+CLAIMS_REGISTRY = load_registry("config/claims.yaml")
+
+
+def figure_report(study, title):
+    """The report entry of a study's figure rule: the PNG, captioned (workflow/report/figure.rst)."""
+    return report(
+        f"figures/{study}_{{figure}}.png",
+        caption="../report/figure.rst",
+        category=title,
+        labels={"figure": "{figure}"},
+    )
+
+
+def figure_report_params(study):
+    """params of a study's figure rule that the report caption reads: what the figure shows (its
+    function's docstring) and the claims that name it in config/claims.yaml."""
+    plots_file = SOURCE_ROOT / f"factstore/plots/{study}.py"
+    return {
+        "caption": lambda w: figure_caption(plots_file, w.figure),
+        "claims": lambda w: ", ".join(claims_shown_in(CLAIMS_REGISTRY, f"{study}_{w.figure}")) or "none (context)",
+    }
 
 
 def figure_files(study, names):
