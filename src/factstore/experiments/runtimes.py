@@ -1,7 +1,7 @@
 """The run's measured times and package versions, read from the provenance sidecars.
 
 Every output of every step has a `<file>.prov.json` sidecar with the step's command, wall time,
-device, threads and package versions. This step gathers them (one row per step run, however many
+peak memory, device, threads and package versions. This step gathers them (one row per step run, however many
 files it wrote) so the report shows measured times instead of hand-kept tables.
 """
 
@@ -24,7 +24,7 @@ def _sidecars(folders: list[str]) -> list[dict]:
 def table(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """params: folders (where the sidecars are, e.g. ["results", "figures"]).
     inputs: the run's final outputs (only to run last). Returns runtimes (one row per step run:
-    study, step, files, wall_time_s, device, threads) and versions (package, version, steps)."""
+    study, step, files, wall_time_s, peak_memory_mib, device, threads) and versions (package, version, steps)."""
     runs: dict[str, dict] = {}
     for record in _sidecars(params["folders"]):
         if record.get("step", "").startswith("runtimes."):
@@ -35,13 +35,14 @@ def table(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
             "step": record["step"],
             "files": [],
             "wall_time_s": record["wall_time_s"],
+            "peak_memory_mib": record.get("peak_memory_mib", {}).get("cpu"),
             "device": record["device"],
             "threads": record["threads"],
             "versions": record.get("versions", {}),
         })
         run["files"].append(record["file"])
     rows = [run | {"files": " ".join(run["files"])} for run in runs.values()]
-    runtimes = pd.DataFrame(rows, columns=["study", "step", "files", "wall_time_s", "device", "threads", "versions"])
+    runtimes = pd.DataFrame(rows, columns=["study", "step", "files", "wall_time_s", "peak_memory_mib", "device", "threads", "versions"])
     versions = (
         pd.DataFrame([{"package": p, "version": v} for run in rows for p, v in run["versions"].items()],
                      columns=["package", "version"])
