@@ -72,3 +72,22 @@ def test_duplicate_ids_are_rejected(tmp_path):
     path.write_text("- {id: A, work: w, statement: s, scale: paper}\n- {id: A, work: w, statement: s, scale: paper}\n")
     with pytest.raises(claims.ClaimsError, match="appears twice"):
         claims.load_registry(path)
+
+
+def test_a_range_changed_without_a_revised_record_is_caught():
+    claim = {"id": "X", "work": "w", "statement": "s", "scale": "paper", "result": "r.csv",
+             "checks": [{"metric": "slope", "max": -0.4}],
+             "revised": [{"date": "2026-11-30", "previous_statement": "old", "reason": "SPEC revision",
+                          "previous_checks": [{"metric": "slope", "min": -0.6, "max": -0.4}],
+                          "checks": [{"metric": "slope", "max": -0.4}]}]}
+    assert claims.unrecorded_range_changes([claim]) == []
+    silently_changed = claim | {"checks": [{"metric": "slope", "max": -0.3}]}
+    assert claims.unrecorded_range_changes([silently_changed]) == ["X"]
+    record = claims.evaluate_claim(claim, {"r.csv": pd.DataFrame({"metric": ["slope"], "value": [-0.5]})}, "default")
+    assert record["status"] == "PASS" and "was \"old\" (slope in [-0.6, -0.4])" in record["revised"][0]
+    assert "| ↳ X |" in claims.markdown([record])
+
+
+def test_every_revised_claim_keeps_the_range_of_its_last_revision():
+    registry = claims.load_registry(REPOSITORY / "config/claims.yaml")
+    assert claims.unrecorded_range_changes(registry) == []
