@@ -274,8 +274,8 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
 
     import pandas as pd
 
+    import factstore.experiments.attention
     from factstore.__main__ import run_step
-    from factstore.experiments import attention as steps
     from factstore.io import read_table
 
     base = {"d": 8, "heads": 2, "d_head": 4, "d_value": 4, "n_context": 4, "n_classes": 100, "memorised_examples": 50.0,
@@ -294,7 +294,7 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
     run_step("attention.summary", {}, inputs, outputs)
     names = read_table(outputs["metrics"])["metric"].tolist()
 
-    source = inspect.getsource(steps)
+    source = inspect.getsource(factstore.experiments.attention)
     literals = set(re.findall(r'"([a-z0-9_{}]+)"', source))
     templates = [re.compile(re.escape(t).replace(r"\{value\}", "[0-9]+") + "$") for t in literals if "{value}" in t]
     assert len(names) == 2 * 10 + 2 * (4 + 2 + 4) + 3  # per layer, fits per sweep and context kind, overall
