@@ -27,6 +27,14 @@ from factstore.io import read_table
 from factstore.metrics import MetricsTable
 from factstore.statistics import linear_fit, spearman
 
+# One capacity per trained layer, named by the sweep, the swept value and the context kind (e.g.
+# capacity_heads2_shared). The value comes from the config's sweep, so only it is filled in.
+LAYER_CAPACITY_METRICS = {
+    "heads": {"shared": "capacity_heads{value}_shared", "per_example": "capacity_heads{value}_per_example"},
+    "n_context": {"shared": "capacity_n_context{value}_shared", "per_example": "capacity_n_context{value}_per_example"},
+    "d_head": {"shared": "capacity_d_head{value}_shared", "per_example": "capacity_d_head{value}_per_example"},
+}
+
 # The metric names of each sweep's fits, per context kind. The claims read the shared-context names
 # (the setting of the paper's d_h experiment); the per-example ones carry the suffix _per_example.
 # Written out in full, never assembled, so a search for a claim's metric finds the code behind it.
@@ -40,13 +48,6 @@ CONTEXT_METRICS = {
     "shared": {"spearman": "context_spearman", "ratio": "context_capacity_ratio"},
     "per_example": {"spearman": "context_spearman_per_example", "ratio": "context_capacity_ratio_per_example"},
 }
-# One capacity per trained layer, named by the sweep, the swept value and the context kind (e.g.
-# capacity_heads2_shared). The value comes from the config's sweep, so only it is filled in.
-LAYER_CAPACITY_METRICS = {
-    "heads": {"shared": "capacity_heads{value}_shared", "per_example": "capacity_heads{value}_per_example"},
-    "n_context": {"shared": "capacity_n_context{value}_shared", "per_example": "capacity_n_context{value}_per_example"},
-    "d_head": {"shared": "capacity_d_head{value}_shared", "per_example": "capacity_d_head{value}_per_example"},
-}
 HEAD_DIM_METRICS = {
     "shared": {"slope_below": "head_dim_slope_below_n", "slope_above": "head_dim_slope_above_n",
                "slope_ratio": "head_dim_slope_ratio", "saturation_ratio": "head_dim_saturation_ratio"},
@@ -58,12 +59,14 @@ HEAD_DIM_METRICS = {
 
 
 def layer_shape(layer: dict, n_classes: int) -> AttentionShape:
+    """The config's layer sizes {d, heads, d_head, d_value} (n_context is the data's) as a shape."""
     return AttentionShape(
         d=layer["d"], heads=layer["heads"], d_head=layer["d_head"], d_value=layer["d_value"], n_classes=n_classes
     )
 
 
 def train_settings(training: dict) -> TrainSettings:
+    """The config's training section as TrainSettings (final_lr_fraction keeps its default 0)."""
     return TrainSettings(
         lr=training["learning_rate"],
         max_steps=training["max_steps"],
