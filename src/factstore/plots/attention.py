@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from factstore import attention as att
 from factstore.plots import style
+from factstore.statistics import linear_fit
 
 AXIS_LABELS = {
     "heads": "number of heads H",
@@ -41,10 +41,10 @@ def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
         ax.plot(x, scale * bound, color=colour, linestyle="--", linewidth=1.1,
                 label=rf"$c\,H\min(n, d_h)$, $c$ = {scale:.1f} fitted ($\Omega$ rate, scaled)")
         if sweep == "heads" and len(x) >= 2:
-            fit = att.linear_fit(x, y)
+            fit = linear_fit(x, y)
             grid = np.linspace(0, x.max(), 50)
-            ax.plot(grid, fit["slope"] * grid + fit["intercept"], color=colour, linestyle=":", linewidth=1.1,
-                    label=f"linear fit: {fit['slope']:.0f} per head, $R^2$ = {fit['r2']:.3f}")
+            ax.plot(grid, fit.slope * grid + fit.intercept, color=colour, linestyle=":", linewidth=1.1,
+                    label=f"linear fit: {fit.slope:.0f} per head, $R^2$ = {fit.r2:.3f}")
     if sweep == "d_head":
         style.theory_vline(ax, float(points["n_context"].iloc[0]), r"$d_h = n$", reference=True)
     ax.set_xlabel(AXIS_LABELS[sweep])

@@ -12,8 +12,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from factstore import ntk_theory
 from factstore.plots import style
+from factstore.statistics import power_law_fit
 
 LINEARISED_COLOR = "0.1"  # the linearised prediction is drawn dark and dashed over each coloured curve
 
@@ -28,12 +28,12 @@ def _power_law_panel(ax, table: pd.DataFrame, x: str, y: str, label: str,
     xs, ys = means.index.to_numpy(float), means.to_numpy(float)
     ax.plot(xs, ys, "o-", color=color, markersize=4, label=f"{label} (mean)")
     fitted = xs >= fit_from
-    slope, prefactor, r2 = ntk_theory.fit_power_law(xs[fitted], ys[fitted])
-    ax.plot(xs[fitted], prefactor * xs[fitted] ** slope, color=color, linestyle=(0, (1, 1)), linewidth=1.5,
-            label=f"fit: slope {slope:.2f} ($R^2$ {r2:.3f})")
+    fit = power_law_fit(xs[fitted], ys[fitted])
+    ax.plot(xs[fitted], fit.prefactor * xs[fitted] ** fit.exponent, color=color, linestyle=(0, (1, 1)), linewidth=1.5,
+            label=f"fit: slope {fit.exponent:.2f} ($R^2$ {fit.r2:.3f})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    return xs, ys, slope
+    return xs, ys, fit.exponent
 
 
 def _reference_slope(ax, xs: np.ndarray, ys: np.ndarray, slope: float, label: str, reference: bool = False) -> None:
