@@ -235,7 +235,7 @@ def test_study_steps_run_end_to_end_at_tiny_scale(tmp_path):
     run_step("ntk.summary", training | {"fit_min_train_size": 16},
              summaries | {"convergence": f"{tmp_path}/convergence.csv", "scaling": f"{tmp_path}/scaling.csv"},
              {"metrics": f"{tmp_path}/metrics.csv"})
-    run_step("ntk.figure_lazy", training, summaries, {"png": f"{tmp_path}/lazy.png", "pdf": f"{tmp_path}/lazy.pdf"})
+    run_step("figures.draw", training | {"study": "ntk", "figure": "lazy_training"}, summaries, {"png": f"{tmp_path}/lazy.png", "pdf": f"{tmp_path}/lazy.pdf"})
 
     metrics = read_table(f"{tmp_path}/metrics.csv")
     assert list(metrics.columns) == ["metric", "value", "detail"]

@@ -228,35 +228,3 @@ def _fixed_sizes(points: pd.DataFrame, sweep: str) -> str:
     """The sizes a sweep holds fixed, as text for the metric details."""
     fixed = [name for name in ("d", "heads", "d_head", "d_value", "n_context", "n_classes") if name != sweep]
     return ", ".join(f"{name} = {points[name].iloc[0]}" for name in fixed)
-
-
-# ---------------------------------------------------------------------------------- figure steps
-# Figure steps import the plotting module lazily, so editing a figure reruns only figure rules.
-
-
-def _sweep_figure(sweep: str, params: dict, inputs: dict[str, Path]):
-    from factstore.plots import attention as plots, style
-
-    return style.outputs(plots.capacity_sweep(read_table(inputs["capacity"]), sweep, params))
-
-
-def figure_heads(params, inputs, context):
-    """Capacity vs number of heads H, with a linear fit. params: training (for the caption)."""
-    return _sweep_figure("heads", params, inputs)
-
-
-def figure_context(params, inputs, context):
-    """Capacity vs context size n. params: training (for the caption)."""
-    return _sweep_figure("n_context", params, inputs)
-
-
-def figure_head_dim(params, inputs, context):
-    """Capacity vs head dimension d_h, with the knee at d_h = n. params: training (caption)."""
-    return _sweep_figure("d_head", params, inputs)
-
-
-def figure_assumptions(params, inputs, context):
-    """Context ranks and the randomised Kruskal rank of the queries against what the theorem needs."""
-    from factstore.plots import attention as plots, style
-
-    return style.outputs(plots.assumptions(read_table(inputs["capacity"]), params))

@@ -206,34 +206,3 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         metrics.add(r2_name, fit.r2, f"R^2 of the log-log fit of test error vs P, {span}")
         metrics.add(prefactor_name, fit.prefactor, f"prefactor of that fit, {span}")
     return {"metrics": metrics.frame()}
-
-
-# Figure steps import the plotting module lazily, so editing a figure reruns only figure rules.
-
-
-def figure_convergence(params, inputs, context):
-    """Relative error of the empirical NTK at init vs width. inputs: table (from `convergence`)."""
-    from factstore.plots import ntk as plots, style
-
-    return style.outputs(plots.convergence(read_table(inputs["table"]), params))
-
-
-def figure_lazy(params, inputs, context):
-    """Relative NTK change during training vs width. inputs: training_<width> summaries."""
-    from factstore.plots import ntk as plots, style
-
-    return style.outputs(plots.lazy_training(concat_tables(inputs, "training_"), params))
-
-
-def figure_linearised(params, inputs, context):
-    """Network vs linearised outputs. inputs: training_<width> summaries, trajectories_<width>."""
-    from factstore.plots import ntk as plots, style
-
-    return style.outputs(plots.linearised(concat_tables(inputs, "training_"), concat_tables(inputs, "trajectories_"), params))
-
-
-def figure_scaling(params, inputs, context):
-    """Kernel-regression test error vs training-set size. inputs: table (from `scaling`)."""
-    from factstore.plots import ntk as plots, style
-
-    return style.outputs(plots.kernel_scaling(read_table(inputs["table"]), params))
