@@ -6,8 +6,8 @@ command line, fixes threads, seed and device, times the step, then writes every 
 atomically to the path given for its name (DataFrame -> table, Figure -> PNG + PDF, dict -> JSON,
 str -> text, bytes -> file) with a provenance sidecar. If the step fails, nothing is written;
 leftover temporary files of an earlier killed run of the same outputs are deleted first.
-Exit status: 0 done, 1 the step failed (a training run that diverged is one line naming the step
-and its parameters, see factstore.training), 2 a bad command line.
+Exit status: 0 done, 1 the step failed (a training run that diverged, see factstore.training,
+and bad or missing data are reported in one line naming the step), 2 a bad command line.
 
     python -m factstore assoc.train --params '{"d": 64, "seed": 0}' \
         --output table=results/assoc/train_d64.csv --threads 1
@@ -28,6 +28,8 @@ import pandas as pd
 import torch
 
 from factstore import io, provenance
+from factstore.data.fetch import FetchError
+from factstore.data.prepare import DataError
 from factstore.device import seed_everything, select_device
 from factstore.training import DivergenceError
 
@@ -179,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     except DivergenceError as error:
         shown = json.dumps(params, sort_keys=True)
         print(f"factstore: error: step {args.step} diverged (nothing written): {error}; params {shown}", file=sys.stderr)
+        return 1
+    except (FetchError, DataError) as error:  # bad or missing data: the message names file and line
+        print(f"factstore: error: step {args.step} failed (nothing written): {error}", file=sys.stderr)
         return 1
     return 0
 
