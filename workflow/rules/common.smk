@@ -9,8 +9,14 @@ import sys
 from factstore import config as factstore_config
 from factstore.data.fetch import MIRROR_ENVIRONMENT_VARIABLE
 
+# --config values: nested ones arrive as strings (Snakemake's YAML base loader) and are typed here;
+# an invalid one is blamed on --config, not on the config file.
 try:
-    factstore_config.validate(config, source=" + ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)) or "config")
+    factstore_config.validate_workflow_config(
+        config,
+        files=list(workflow.overwrite_configfiles or workflow.configfiles),
+        overrides=workflow.config_settings.config,
+    )
 except factstore_config.ConfigError as error:
     sys.exit(f"factstore: {error}")
 
