@@ -108,3 +108,12 @@ def test_snakemake_blames_a_bad_config_value_on_config():
                           cwd=REPOSITORY, capture_output=True, text=True)
     assert done.returncode != 0
     assert "factstore: invalid --config value (data.retries=0;" in done.stdout + done.stderr
+
+
+def test_factstore_config_must_agree_with_dvc():
+    dvc_run = {"DVC_STAGE": "assoc"}
+    assert config.dvc_config_conflict(["config/smoke.yaml"], dvc_run | {"FACTSTORE_CONFIG": "config/smoke.yaml"}) is None
+    assert config.dvc_config_conflict(["config/smoke.yaml"], {"FACTSTORE_CONFIG": "config/paper.yaml"}) is None  # no DVC
+    assert config.dvc_config_conflict(["config/smoke.yaml"], dvc_run) is None
+    message = config.dvc_config_conflict(["config/smoke.yaml"], dvc_run | {"FACTSTORE_CONFIG": "config/paper.yaml"})
+    assert message.startswith("FACTSTORE_CONFIG=config/paper.yaml, but DVC runs with config/smoke.yaml")

@@ -10,6 +10,7 @@ and they blame the source that holds the bad value: the config file(s), or Snake
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +166,21 @@ def validate_workflow_config(config: dict[str, Any], files: list[str], overrides
         raise ConfigError(str(merged_error).replace(
             f"invalid configuration in {files_source} with --config {shown}",
             f"invalid --config value ({shown}; {files_source} itself is valid)", 1)) from None
+
+
+def dvc_config_conflict(configfiles: list, environ: dict | None = None) -> str | None:
+    """Under DVC (which sets $DVC_STAGE), the message to stop with when $FACTSTORE_CONFIG names
+    another file than the --configfile that dvc.yaml passes (params.yaml's `config`); else None.
+
+    DVC cannot read environment variables, so it tracks params.yaml's choice; a run that silently
+    used another file would leave `dvc status` tracking the wrong parameters.
+    """
+    environ = os.environ if environ is None else environ
+    chosen = environ.get("FACTSTORE_CONFIG")
+    if not environ.get("DVC_STAGE") or not chosen or not configfiles:
+        return None
+    if os.path.realpath(chosen) in {os.path.realpath(path) for path in configfiles}:
+        return None
+    return (f"FACTSTORE_CONFIG={chosen}, but DVC runs with {' + '.join(map(str, configfiles))} (params.yaml's "
+            "`config`). DVC cannot see environment variables: select the config with "
+            "`dvc exp run -S config=FILE` or in params.yaml, and unset FACTSTORE_CONFIG.")

@@ -9,17 +9,11 @@ import sys
 from factstore import config as factstore_config
 from factstore.data.fetch import MIRROR_ENVIRONMENT_VARIABLE
 
-# Under DVC (which sets DVC_STAGE) params.yaml selects the config file, passed as --configfile;
-# a $FACTSTORE_CONFIG naming another file would be silently overridden: stop instead.
-if os.environ.get("DVC_STAGE") and os.environ.get("FACTSTORE_CONFIG"):
-    selected = [os.path.realpath(path) for path in workflow.overwrite_configfiles]
-    if selected and os.path.realpath(os.environ["FACTSTORE_CONFIG"]) not in selected:
-        sys.exit(
-            f"factstore: FACTSTORE_CONFIG={os.environ['FACTSTORE_CONFIG']}, but DVC runs with "
-            f"{' + '.join(map(str, workflow.overwrite_configfiles))} (params.yaml's `config`). DVC cannot see "
-            "environment variables: select the config with `dvc exp run -S config=FILE` or in params.yaml, "
-            "and unset FACTSTORE_CONFIG."
-        )
+# Under DVC, params.yaml selects the config file (passed as --configfile); a $FACTSTORE_CONFIG
+# naming another file would be silently overridden: stop instead.
+conflict = factstore_config.dvc_config_conflict(workflow.overwrite_configfiles)
+if conflict:
+    sys.exit(f"factstore: {conflict}")
 
 # --config values: nested ones arrive as strings (Snakemake's YAML base loader) and are typed here;
 # an invalid one is blamed on --config, not on the config file.
