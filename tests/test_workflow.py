@@ -210,7 +210,7 @@ def test_dvc_stages_match_snakemake_targets(workspace):
     targets = set(snakemake("--list-target-rules", cwd=workspace).stdout.split())
     produced = []
     for name, stage in stages.items():
-        match = re.fullmatch(r"snakemake --cores all (\w+)", stage["cmd"])
+        match = re.fullmatch(r"snakemake --cores all (\w+) --configfile \$\{config\}", stage["cmd"])
         assert match and match.group(1) == name and name in targets, stage["cmd"]
         summary = snakemake("--nolock", "--summary", name, "--configfile", SMOKE, cwd=workspace).stdout
         produced += [line.split("\t")[0] for line in summary.splitlines()[1:] if line.strip()]
@@ -227,6 +227,7 @@ def test_dvc_stages_match_snakemake_targets(workspace):
 
 def test_dvc_repro_on_the_smoke_config(smoke_run):
     env = {"FACTSTORE_CONFIG": SMOKE}
+    (smoke_run / "params.yaml").write_text(f"config: {SMOKE}\n")  # DVC's config selector (see dvc.yaml)
     run(sys.executable, "-m", "dvc", "repro", cwd=smoke_run, extra_env=env)
     assert (smoke_run / "dvc.lock").is_file()
     status = run(sys.executable, "-m", "dvc", "status", cwd=smoke_run, extra_env=env).stdout

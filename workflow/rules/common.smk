@@ -13,8 +13,20 @@ from factstore.code_dependencies import source_files
 from factstore.report import figure_caption
 from factstore.data.fetch import MIRROR_ENVIRONMENT_VARIABLE
 
+# Under DVC, params.yaml selects the config file (passed as --configfile); a $FACTSTORE_CONFIG
+# naming another file would be silently overridden: stop instead.
+conflict = factstore_config.dvc_config_conflict(workflow.overwrite_configfiles)
+if conflict:
+    sys.exit(f"factstore: {conflict}")
+
+# --config values: nested ones arrive as strings (Snakemake's YAML base loader) and are typed here;
+# an invalid one is blamed on --config, not on the config file.
 try:
-    factstore_config.validate(config, source=" + ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)) or "config")
+    factstore_config.validate_workflow_config(
+        config,
+        files=list(workflow.overwrite_configfiles or workflow.configfiles),
+        overrides=workflow.config_settings.config,
+    )
 except factstore_config.ConfigError as error:
     sys.exit(f"factstore: {error}")
 

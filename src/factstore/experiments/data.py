@@ -3,19 +3,24 @@
 The mirror directory comes from $FACTSTORE_DATA_MIRROR (the Snakefile exports `data.mirror` there
 when the config sets it). It is deliberately not a rule parameter: the bytes are verified either
 way, so switching between mirror and download must not rerun anything downstream.
+
+Nothing raw is trusted: every prepare step first re-checks the sha256 (or git blob id) of each
+data/raw file it reads against factstore.data.sources, so a file edited, truncated or swapped
+after its fetch stops the step instead of reaching data/processed under a source.json that still
+claims the verified checksum; then factstore.data.prepare rejects empty or malformed rows.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 import tempfile
 from pathlib import Path
 
-
 from factstore.data import prepare
-from factstore.data.fetch import FetchError, fetch, verify
-from factstore.data.sources import SOURCES, WIKIPEDIA
+from factstore.data.fetch import ChecksumError, FetchError, SourceUnavailable, fetch, verify
+from factstore.data.sources import SOURCES, WIKIPEDIA, Source
 from factstore.io import read_json, read_table
 
 
@@ -40,14 +45,21 @@ def fetch_file(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
 
 
 def fetch_fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """FewRel relations: train_wiki (64 relations) where it can be had, else val_wiki (16), said so."""
+    """FewRel relations: train_wiki (64 relations) where it can be had, else val_wiki (16), said so.
+
+    Only an unavailable train_wiki (no mirror file and no download) falls back, with a warning in
+    the log and `fallback: true` in the report. A train_wiki file with the wrong bytes (a corrupt
+    mirror file) is an error, never a quiet switch to the smaller set.
+    """
     notes = []
     if params["fewrel_train_wiki"]:
         try:
             content, report = _fetch_bytes("fewrel_train_wiki", params)
             return {"relations": content, "report": _describe("fewrel_train_wiki", report) | {"fallback": False}}
-        except FetchError as error:
+        except SourceUnavailable as error:
             notes.append(str(error))
+            print(f"factstore: WARNING: FewRel train_wiki.json is unavailable, falling back to val_wiki.json "
+                  f"(16 relations instead of 64):\n  {error}", file=sys.stderr)
     content, report = _fetch_bytes("fewrel_val_wiki", params)
     report = _describe("fewrel_val_wiki", report) | {
         "fallback": bool(notes),
@@ -73,19 +85,35 @@ def fetch_wikipedia(params: dict, inputs: dict[str, Path], context) -> dict[str,
     return {"file": path.read_bytes(), "report": report}
 
 
+def verify_raw(path: Path, source: Source) -> None:
+    """Re-check a data/raw file against its source's checksum before anything reads it."""
+    try:
+        verify(Path(path), source, origin=path)
+    except ChecksumError as error:
+        raise ChecksumError(f"{error}; {path} changed after it was fetched: delete it and rerun the workflow") from None
+
+
 def prepare_goodreads(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    verify_raw(inputs["book_authors"], SOURCES["book_authors"])
+    verify_raw(inputs["goodbooks"], SOURCES["goodbooks"])
     return {"facts": prepare.goodreads_facts(inputs["book_authors"]), "goodbooks": prepare.goodbooks_facts(inputs["goodbooks"])}
 
 
 def prepare_wikipedia(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    verify_raw(inputs["summaries"], WIKIPEDIA)
     return {"paragraphs": prepare.wikipedia_paragraphs(inputs["summaries"])}
 
 
 def prepare_fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    source = read_json(inputs["report"])["source"]
+    if source not in SOURCES:
+        raise FetchError(f"{inputs['report']}: unknown source {source!r}")
+    verify_raw(inputs["relations"], SOURCES[source])
+    verify_raw(inputs["pid2name"], SOURCES["fewrel_pid2name"])
     relations = json.loads(inputs["relations"].read_text())
     names = json.loads(inputs["pid2name"].read_text())
-    table = prepare.fewrel_sentences(relations, names, params["fewrel_test_per_relation"], params["split_seed"])
-    source = read_json(inputs["report"])["source"]
+    table = prepare.fewrel_sentences(relations, names, params["fewrel_test_per_relation"], params["split_seed"],
+                                     source=str(inputs["relations"]))
     return {"sentences": table.assign(source=source)}
 
 
