@@ -54,3 +54,21 @@ def test_gradient_descent_mlp_stops_when_it_diverges():
             gd.train(dataclasses.replace(facts, keys=keys), 8, torch.Generator().manual_seed(0), protocol=protocol)
     finally:
         torch.set_flush_denormal(False)  # gd.train turns it on; hypothesis' float strategies need subnormals
+
+
+def test_the_attention_and_tangent_kernel_loops_stop_on_divergence():
+    from factstore.attention.capacity import TrainSettings, fit_sizes
+    from factstore.attention.model import AttentionShape, make_dataset
+    from factstore import tangent_kernel
+
+    generator = torch.Generator().manual_seed(0)
+    shape = AttentionShape(d=4, heads=1, d_head=2, d_value=2, n_classes=3)
+    pool = make_dataset(16, 4, 3, 3, "shared", generator)
+    with pytest.raises(DivergenceError, match="attention.fit_sizes"):
+        fit_sizes(pool, [8], shape, TrainSettings(lr=1e30, max_steps=50, warmup_steps=0), generator)
+    model = tangent_kernel.TwoLayerReLU(3, 8, generator)
+    weights = tangent_kernel.network_params(model)
+    dtype = next(iter(weights.values())).dtype
+    x = torch.randn(5, 3, generator=generator, dtype=dtype)
+    with pytest.raises(DivergenceError, match="train_full_batch_gd"):
+        tangent_kernel.train_full_batch_gd(model, weights, x, torch.randn(5, generator=generator, dtype=dtype), 1e300, 50)

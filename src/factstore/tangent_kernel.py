@@ -44,6 +44,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, jacrev, vmap
 
+from factstore.training import check_finite
+
 Params = dict[str, torch.Tensor]
 
 
@@ -178,12 +180,16 @@ def train_full_batch_gd(model: nn.Module, params: Params, inputs: torch.Tensor, 
     recorded: dict[int, torch.Tensor] = {}
     params = {name: value.clone() for name, value in params.items()}
     for step in range(steps + 1):
-        grads, (_, outputs) = gradient_and_outputs(params)
+        grads, (loss, outputs) = gradient_and_outputs(params)
+        check_finite(loss, None, where=f"tangent_kernel.train_full_batch_gd(N={len(inputs)}, "
+                     f"learning_rate={learning_rate})", step=step)
         if step in wanted:
             recorded[step] = outputs.detach()
         if step == steps:
             break
         params = {name: value - learning_rate * grads[name] for name, value in params.items()}
+    check_finite(0.0, params.values(), where=f"tangent_kernel.train_full_batch_gd(N={len(inputs)}, "
+                 f"learning_rate={learning_rate})", step=steps)
     return params, torch.stack([recorded[s] for s in record_at])
 
 

@@ -28,8 +28,6 @@ rule assoc_hebbian:
     threads: config["threads"]
     log:
         "logs/assoc/hebbian.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -55,8 +53,6 @@ rule assoc_trained:
         gpu=1,
     log:
         "logs/assoc/trained_{problem}_d{d}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -83,8 +79,6 @@ rule assoc_rank:
         gpu=1,
     log:
         "logs/assoc/rank{kappa}_d{d}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -124,8 +118,6 @@ rule assoc_summary:
         io=runner_io,
     log:
         "logs/assoc/summary.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -159,7 +151,5 @@ rule assoc_figure:
         **figure_report_params("assoc"),
     log:
         "logs/assoc/figure_{figure}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

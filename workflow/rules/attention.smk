@@ -51,8 +51,6 @@ rule attention_capacity:
         gpu=1,
     log:
         f"logs/attention/capacity_{ATTENTION_LAYER}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -71,8 +69,6 @@ rule attention_summary:
         io=runner_io,
     log:
         "logs/attention/summary.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -105,7 +101,5 @@ rule attention_figure:
         **figure_report_params("attention"),
     log:
         "logs/attention/figure_{figure}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

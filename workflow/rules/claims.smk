@@ -20,8 +20,6 @@ rule claims_report:
         io=runner_io,
     log:
         "logs/claims.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -41,7 +39,5 @@ rule runtimes:
         io=runner_io,
     log:
         "logs/runtimes.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

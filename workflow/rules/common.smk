@@ -1,7 +1,6 @@
 # Shared helpers (config validation, step invocation, code dependencies, global targets).
-# Every conda directive points at the one environment of the project (used with --sdm conda).
-
-ENVIRONMENT = "../../environment.yml"
+# No rule has a conda directive: every rule runs in the one environment of the project (the README
+# says how to make it with conda: environment.yml, then `pip install --no-deps -e .`).
 
 import json
 import sys

@@ -31,9 +31,6 @@ rule fetch_file:
         io=runner_io,
     log:
         "logs/data/fetch_{source}.{ext}.log",
-    retries: 1
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -50,8 +47,6 @@ rule fetch_fewrel:
         io=runner_io,
     log:
         "logs/data/fetch_fewrel.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -68,8 +63,6 @@ rule fetch_wikipedia:
         io=runner_io,
     log:
         "logs/data/fetch_wikipedia.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -88,8 +81,6 @@ rule prepare_goodreads:
         io=runner_io,
     log:
         "logs/data/prepare_goodreads.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -106,8 +97,6 @@ rule prepare_wikipedia:
         io=runner_io,
     log:
         "logs/data/prepare_wikipedia.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -126,8 +115,6 @@ rule prepare_fewrel:
         io=runner_io,
     log:
         "logs/data/prepare_fewrel.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -149,7 +136,5 @@ rule data_manifest:
         io=runner_io,
     log:
         "logs/data/manifest.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

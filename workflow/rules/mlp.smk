@@ -52,8 +52,6 @@ rule mlp_embeddings:
     threads: config["threads"]
     log:
         "logs/mlp/embeddings.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -76,8 +74,6 @@ rule mlp_capacity:
         gpu=lambda w: int(w.method.startswith("gd")),  # GD trains on the GPU; constructions stay on the CPU
     log:
         "logs/mlp/capacity_{method}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -100,8 +96,6 @@ rule mlp_anisotropy:
         gpu=1,  # its GD methods train on the GPU when there is one
     log:
         "logs/mlp/anisotropy_kappa{kappa}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -125,8 +119,6 @@ rule mlp_whitening:
         gpu=1,  # its GD methods train on the GPU when there is one
     log:
         "logs/mlp/whitening_alpha{alpha}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -145,8 +137,6 @@ rule mlp_summary:
         io=runner_io,
     log:
         "logs/mlp/summary.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -165,8 +155,6 @@ rule mlp_figure_capacity_scaling:
         io=runner_io,
     log:
         "logs/mlp/figure_capacity_scaling.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -184,8 +172,6 @@ rule mlp_figure_bits_per_parameter:
         io=runner_io,
     log:
         "logs/mlp/figure_bits_per_parameter.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -203,8 +189,6 @@ rule mlp_figure_anisotropy:
         io=runner_io,
     log:
         "logs/mlp/figure_anisotropy.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -222,7 +206,5 @@ rule mlp_figure_whitening:
         io=runner_io,
     log:
         "logs/mlp/figure_whitening.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

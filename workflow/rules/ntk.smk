@@ -26,8 +26,6 @@ rule ntk_convergence:
         gpu=1,
     log:
         "logs/ntk/convergence.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -49,8 +47,6 @@ rule ntk_training:
         gpu=1,
     log:
         "logs/ntk/training_w{width}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -69,8 +65,6 @@ rule ntk_scaling:
         gpu=1,
     log:
         "logs/ntk/scaling.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -99,8 +93,6 @@ rule ntk_summary:
         io=runner_io,
     log:
         "logs/ntk/summary.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -141,7 +133,5 @@ rule ntk_figure:
         **figure_report_params("ntk"),
     log:
         "logs/ntk/figure_{figure}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state
+from tqdm import tqdm
 
 from factstore.attention.model import AttentionShape, MemorisationData, MultiHeadAttentionMemory
 from factstore.search import LargestSearch, search_largest
+from factstore.training import check_finite
 
 
 # --------------------------------------------------------------------------------------------
@@ -119,10 +121,12 @@ def fit_sizes(
     fitted_at = [None] * len(sizes)
     target_correct = torch.ceil(settings.target_accuracy * size_tensor - 1e-9)
     last_gain, step = 0, 0
-    for step in range(settings.max_steps):
+    for step in tqdm(range(settings.max_steps), desc=f"fitting N = {sizes}", mininterval=5, leave=False):
         logits = batched_logits(params, buffers, data.queries, data.contexts)  # (R, N_max, C)
         losses = F.cross_entropy(logits.flatten(0, 1), labels.repeat(len(sizes)), reduction="none")
         loss = (losses.view(len(sizes), -1) * mask).sum(dim=1).div(size_tensor).sum()
+        check_finite(loss, None, where=f"attention.fit_sizes(sizes={sizes}, {shape}, learning_rate="
+                     f"{settings.lr})", step=step)
         with torch.no_grad():
             final_correct = ((logits.argmax(dim=-1) == labels).float() * mask).sum(dim=1)
             if ((final_correct > best_correct) & (best_correct < target_correct)).any():

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from factstore import tangent_kernel
 from factstore.device import derived_generator
@@ -56,7 +57,7 @@ def convergence(params: dict, inputs: dict[str, Path], context) -> dict[str, obj
                                      derived_generator(params["seed"], "ntk-convergence-inputs"), DTYPE).to(device)
     theta = tangent_kernel.analytic_ntk(x)
     rows = []
-    for seed in range(params["seeds"]):
+    for seed in tqdm(range(params["seeds"]), desc="convergence: seeds", mininterval=5):
         for width in params["widths"]:
             generator = derived_generator(params["seed"], "ntk-convergence-network", seed, width)
             model, weights = _network(params["input_dim"], width, generator, device)
@@ -86,7 +87,7 @@ def training(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     record_at = torch.linspace(0, steps, params["n_records"]).round().long().unique().tolist()
     times = torch.tensor(record_at, device=device)
     summary, trajectories = [], []
-    for seed in range(params["seeds"]):
+    for seed in tqdm(range(params["seeds"]), desc=f"training width {width}: seeds", mininterval=5):
         x, y = _teacher_task(params, seed, params["n_train"], "ntk-train-inputs", device)
         y = y / y.std()  # unit-variance targets: errors and learning rates mean the same at every d
         generator = derived_generator(params["seed"], "ntk-training-network", seed, width)
@@ -125,7 +126,7 @@ def scaling(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     """
     device = context.device
     rows = []
-    for seed in range(params["seeds"]):
+    for seed in tqdm(range(params["seeds"]), desc="kernel regression: seeds", mininterval=5):
         x_test, y_test = _teacher_task(params, seed, params["n_test"], "ntk-test-inputs", device)
         for size in params["train_sizes"]:
             x, y = _teacher_task(params, seed, size, "ntk-train-inputs", device)
