@@ -75,9 +75,16 @@ def smoke_run(workspace) -> Path:
     return workspace
 
 
+# The one lint we accept: "Specify a conda environment or container for each rule". The project
+# has one environment for every rule (environment.yml + `pip install --no-deps -e .`, README);
+# a per-rule conda directive cannot install the package itself from .snakemake/conda.
+ACCEPTED_LINT = "Specify a conda environment or container for each rule"
+
+
 def test_lint_is_clean():
     done = snakemake("--lint", cwd=REPOSITORY, check=False)
-    assert "Lints for" not in done.stdout + done.stderr, done.stdout[-3000:]
+    titles = re.findall(r"^    \* (.+?)\.:$", done.stdout + done.stderr, flags=re.M)
+    assert not [title for title in titles if title != ACCEPTED_LINT], done.stdout[-3000:]
 
 
 @pytest.mark.parametrize("config", ["config/smoke.yaml", "config/config.yaml", "config/paper.yaml"])

@@ -1,5 +1,5 @@
 # Shared helpers (config validation, step invocation, code dependencies, global targets).
-# No rule has a conda directive: every rule runs in the one environment of the project (the README
+# There are no conda directives: every step runs in the one environment of the project (the README
 # says how to make it with conda: environment.yml, then `pip install --no-deps -e .`).
 
 import json
@@ -78,13 +78,19 @@ def figure_report(study, title):
 
 
 def figure_report_params(study):
-    """params of a study's figure rule that the report caption reads: what the figure shows (its
+    """params of a study's figure rule read by the report caption -- what the figure shows (its
     function's docstring) and the claims that name it in config/claims.yaml."""
     plots_file = SOURCE_ROOT / f"factstore/plots/{study}.py"
     return {
         "caption": lambda w: figure_caption(plots_file, w.figure),
         "claims": lambda w: ", ".join(claims_shown_in(CLAIMS_REGISTRY, f"{study}_{w.figure}")) or "none (context)",
     }
+
+
+def named_outputs(pattern, wildcards_by_name):
+    """{name: pattern filled with that name's wildcard values}: the named inputs of a job that reads
+    one output of many jobs of another (e.g. every width's training table)."""
+    return {name: pattern.format(**wildcards) for name, wildcards in wildcards_by_name.items()}
 
 
 def figure_files(study, names):

@@ -69,14 +69,10 @@ rule ntk_scaling:
         STEP
 
 
-def ntk_width_files(output_key, prefix):
-    """{<prefix>w<width>: file} of one output of every width's training job."""
-    pattern = getattr(rules.ntk_training.output, output_key)
-    return {f"{prefix}w{width}": pattern.format(width=width) for width in NTK["training"]["widths"]}
-
-
-NTK_TRAINING = ntk_width_files("summary", "training_")
-NTK_TRAJECTORIES = ntk_width_files("trajectories", "trajectories_")
+NTK_TRAINING = named_outputs(rules.ntk_training.output.summary, {f"training_w{w}": {"width": w} for w in NTK["training"]["widths"]})
+NTK_TRAJECTORIES = named_outputs(
+    rules.ntk_training.output.trajectories, {f"trajectories_w{w}": {"width": w} for w in NTK["training"]["widths"]}
+)
 
 
 rule ntk_summary:
