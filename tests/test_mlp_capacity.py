@@ -10,14 +10,9 @@ from hypothesis import strategies as st
 
 from factstore.facts import FactSet, make_fact_set
 from factstore.mlp import encoder_decoder, gd, ntk
-from factstore.mlp.capacity import (
-    binary_search_width,
-    bracket_search_width,
-    doubling_search_width,
-    smallest_width,
-    smallest_widths,
-)
+from factstore.mlp.capacity import smallest_width, smallest_widths
 from factstore.mlp.modules import module_accuracy, parameter_count, parameters_per_unit
+from factstore.search import binary_search_smallest, bracket_search_smallest, doubling_search_smallest
 
 torch.set_num_threads(1)
 
@@ -44,7 +39,7 @@ def step_curve(threshold: int, below: float = 0.5):
 @given(low=st.integers(1, 50), span=st.integers(0, 5000), offset=st.integers(0, 6000))
 def test_binary_search_finds_the_threshold_of_a_monotone_curve(low, span, offset):
     high, threshold = low + span, low + offset
-    width, evaluations = binary_search_width(step_curve(threshold), 1.0, low, high)
+    width, evaluations = binary_search_smallest(step_curve(threshold), 1.0, low, high)
     assert width == (threshold if threshold <= high else None)
     assert len(evaluations) <= 1 + math.ceil(math.log2(span + 1))
     assert all(w in range(low, high + 1) for w in evaluations)
@@ -54,7 +49,7 @@ def test_binary_search_finds_the_threshold_of_a_monotone_curve(low, span, offset
 @given(low=st.integers(1, 50), span=st.integers(0, 5000), offset=st.integers(0, 6000))
 def test_doubling_search_finds_the_threshold_of_a_monotone_curve(low, span, offset):
     high, threshold = low + span, low + offset
-    width, evaluations = doubling_search_width(step_curve(threshold), 1.0, low, high)
+    width, evaluations = doubling_search_smallest(step_curve(threshold), 1.0, low, high)
     assert width == (threshold if threshold <= high else None)
     assert all(w in range(low, high + 1) for w in evaluations)
     if width is not None:  # doubling, then bisection of the last doubling step
@@ -65,22 +60,22 @@ def test_doubling_search_finds_the_threshold_of_a_monotone_curve(low, span, offs
 @settings(max_examples=200, deadline=None)
 @given(threshold=st.integers(1, 600), guess=st.integers(1, 2000), growth=st.sampled_from([1.5, 2.0, 4.0]))
 def test_bracket_search_finds_the_threshold_from_any_guess(threshold, guess, growth):
-    width, evaluations = bracket_search_width(step_curve(threshold), 1.0, guess, 1, 512, growth)
+    width, evaluations = bracket_search_smallest(step_curve(threshold), 1.0, guess, 1, 512, growth)
     assert width == (threshold if threshold <= 512 else None)
     if width is not None:
         assert evaluations[width] == 1.0 and (width == 1 or evaluations.get(width - 1, 0.0) < 1.0)
 
 
 def test_bracket_search_resolution_trades_probes_for_precision():
-    width, evaluations = bracket_search_width(step_curve(300), 1.0, 10, 1, 4096, resolution=0.1)
+    width, evaluations = bracket_search_smallest(step_curve(300), 1.0, 10, 1, 4096, resolution=0.1)
     assert 300 <= width <= 300 * 1.12
-    exact, exact_evaluations = bracket_search_width(step_curve(300), 1.0, 10, 1, 4096)
+    exact, exact_evaluations = bracket_search_smallest(step_curve(300), 1.0, 10, 1, 4096)
     assert exact == 300 and len(evaluations) < len(exact_evaluations)
 
 
 def test_binary_search_returns_the_target_crossing_for_partial_targets():
     accuracy = lambda width: min(1.0, width / 1000)  # noqa: E731
-    width, _ = binary_search_width(accuracy, 0.99, 1, 4096)
+    width, _ = binary_search_smallest(accuracy, 0.99, 1, 4096)
     assert width == 990
 
 

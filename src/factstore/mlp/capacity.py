@@ -19,6 +19,8 @@ Strategies, chosen by method (see `smallest_widths`); each answers several targe
   increasing order and share the trained MLPs, so the 1.0 search starts where 0.99 ended.
 - anything else in METHODS: doubling then bisection, one build per probe.
 
+The monotone searches themselves are factstore.search's, shared with the other studies.
+
 Accuracy is always dot-product decoding over ALL values, in row chunks (facts.py), so
 F = 2^14 needs chunk_size x F scores at a time, never F x F.
 """
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -37,6 +38,7 @@ from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, dot_product_accuracy
 from factstore.geometry import margin_optimal_targets, per_value_targets
 from factstore.mlp import METHODS, TRAINERS, encoder_decoder, ntk
 from factstore.mlp.modules import module_accuracy, parameter_count, parameters_per_unit
+from factstore.search import binary_search_smallest, bracket_search_smallest, doubling_search_smallest
 
 PREFIX_METHODS = {"ntk": {}, "ntk_ustar": {"margin_optimal": True}}
 CODE_SIZE_METHODS = {"encoder_decoder", "encoder_decoder_ustar", "encoder_decoder_plain"}
@@ -68,102 +70,6 @@ class WidthSearch:
     def best_accuracy(self) -> float:
         """The highest accuracy any probe reached (NaN without probes)."""
         return max(self.evaluations.values()) if self.evaluations else math.nan
-
-
-# ---------------------------------------------------------------------------------------------
-# Generic searches over a monotone accuracy curve
-# ---------------------------------------------------------------------------------------------
-
-
-def _check_range(low: int, high: int) -> None:
-    if low < 1 or high < low:
-        raise ValueError(f"need 1 <= low <= high, got low={low}, high={high}")
-
-
-def _probe_cache(accuracy_at: Callable[[int], float], target: float) -> tuple[Callable[[int], bool], dict[int, float]]:
-    """(passes(width), the {width: accuracy} it fills): each width is evaluated at most once."""
-    evaluations: dict[int, float] = {}
-
-    def passes(width: int) -> bool:
-        if width not in evaluations:
-            evaluations[width] = accuracy_at(width)
-        return evaluations[width] >= target
-
-    return passes, evaluations
-
-
-def _bisect(passes: Callable[[int], bool], lo: int, hi: int, resolution: float = 0.0) -> int:
-    """Bisection of (lo, hi], hi passing and lo failing (or below the range), until
-    hi - lo <= max(1, resolution * hi); returns hi."""
-    while hi - lo > max(1, resolution * hi):
-        middle = (lo + hi) // 2
-        if passes(middle):
-            hi = middle
-        else:
-            lo = middle
-    return hi
-
-
-def binary_search_width(
-    accuracy_at: Callable[[int], float], target: float, low: int, high: int
-) -> tuple[int | None, dict[int, float]]:
-    """(smallest w in [low, high] with accuracy_at(w) >= target, {w: accuracy} of every probe).
-
-    Assumes accuracy_at is monotone non-decreasing (so the passing widths form [w*, high]).
-    Probes `high` first and returns None if even it fails; then bisects keeping the invariant
-    "hi passes, everything <= lo fails" (lo starts at low - 1, never probed), so it makes at
-    most 1 + ceil(log2(high - low + 1)) probes. Probes are cached: no width is run twice.
-    """
-    _check_range(low, high)
-    passes, evaluations = _probe_cache(accuracy_at, target)
-    if not passes(high):
-        return None, evaluations
-    return _bisect(passes, low - 1, high), evaluations
-
-
-def bracket_search_width(
-    accuracy_at: Callable[[int], float], target: float, guess: int, low: int = 1, high: int = 2**14,
-    growth: float = 2.0, resolution: float = 0.0,
-) -> tuple[int | None, dict[int, float]]:
-    """(smallest passing width found, {width: accuracy}) by bracketing from `guess`, then bisection.
-
-    From the guess, steps down (divide by `growth`) while it passes or up (multiply) until it
-    passes, so the answer lies in (lo, hi] with lo failing (or below `low`) and hi passing; then
-    bisects until hi - lo <= max(1, resolution * hi). resolution = 0 gives the exact boundary
-    (for a monotone curve); 0.05 gives hi within ~5% above it with fewer probes. None if `high`
-    fails. Probes are cached. A good guess (e.g. the previous F's answer) saves most probes.
-    """
-    _check_range(low, high)
-    passes, evaluations = _probe_cache(accuracy_at, target)
-    width = min(max(int(guess), low), high)
-    if passes(width):
-        lo, hi = low - 1, width
-        while hi > low:
-            below = max(low, min(hi - 1, math.floor(hi / growth)))
-            if passes(below):
-                hi = below
-            else:
-                lo = below
-                break
-    else:
-        lo = width
-        while True:
-            if lo >= high:
-                return None, evaluations
-            above = min(high, max(lo + 1, math.ceil(lo * growth)))
-            if passes(above):
-                hi = above
-                break
-            lo = above
-    return _bisect(passes, lo, hi, resolution), evaluations
-
-
-def doubling_search_width(
-    accuracy_at: Callable[[int], float], target: float, low: int, high: int
-) -> tuple[int | None, dict[int, float]]:
-    """Doubling from `low` (low, 2 low, ...) to bracket the answer, then exact bisection: cheaper
-    than binary_search_width when the answer is far below `high` and probes cost ~ width."""
-    return bracket_search_width(accuracy_at, target, guess=low, low=low, high=high)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,7 +157,7 @@ def code_size_search(
         value_targets = per_value_targets(fact_set, _is_margin_optimal(method, options))
     start_state = generator.get_state()
     decoder = encoder_decoder.random_orthogonal(fact_set.value_dim, generator)
-    size, evaluations = binary_search_width(
+    size, evaluations = binary_search_smallest(
         lambda m: encoder_decoder.code_accuracy(fact_set, decoder[:, :m], value_targets, chunk_size),
         target, 1, fact_set.value_dim,
     )
@@ -303,7 +209,7 @@ def trained_smallest_widths(
                 trained[width] = (module, info["accuracy"])
             return info["accuracy"]
 
-        width, evaluations = bracket_search_width(accuracy_at, target, guess, low, high, growth, resolution)
+        width, evaluations = bracket_search_smallest(accuracy_at, target, guess, low, high, growth, resolution)
         module = trained[width][0] if width is not None else None
         n_params = parameter_count(module) if module is not None else None
         params_at_cap = None if module is not None else high * parameters_per_unit(
@@ -381,7 +287,7 @@ def smallest_widths(
         return module_accuracy(builder(fact_set, size, generator, **options)[0], fact_set, chunk_size)
 
     for target in sorted(targets):
-        width, evaluations = doubling_search_width(accuracy_at, target, low, high or DEFAULT_HIGH["built"])
+        width, evaluations = doubling_search_smallest(accuracy_at, target, low, high or DEFAULT_HIGH["built"])
         module, n_params = _build_at(builder, fact_set, width, generator, start_state, options)
         results[target] = _finished(method, target, width, n_params, evaluations, started, module)
     return results
