@@ -18,10 +18,10 @@ from factstore.__main__ import run_step
 from factstore.device import derived_generator
 from factstore.experiments import mlp
 from factstore.facts import FactSet, make_fact_set, stored_mask
-from factstore.geometry import whiten_fact_set
 from factstore.mlp import encoder_decoder, gd, ntk
 from factstore.mlp.capacity import smallest_width
 from factstore.mlp.modules import module_outputs
+from factstore.whitening import whiten_fact_set
 
 torch.set_num_threads(1)
 

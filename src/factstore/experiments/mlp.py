@@ -52,12 +52,13 @@ from torch import Tensor, nn
 
 from factstore.device import derived_generator
 from factstore.facts import FactSet, make_fact_set, real_fact_set
-from factstore.geometry import fold_into_mlp, fold_value_transform, margin_optimal_targets, whiten_fact_set
+from factstore.geometry import margin_optimal_targets
 from factstore.io import concat_tables, read_table
 from factstore.mlp import TRAINERS, gd
 from factstore.mlp.capacity import WidthSearch, smallest_widths
 from factstore.mlp.lipschitz import lipschitz_estimate
 from factstore.mlp.modules import input_layers, module_outputs, output_layer, parameters_per_unit
+from factstore.whitening import fold_into_mlp, fold_value_transform, whiten_fact_set
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,7 @@ def fold_module(module: nn.Module, key_transform: Tensor, value_transform: Tenso
     """A copy of an MLP built on whitened keys and values that reads and writes the ORIGINAL basis.
 
     Every linear map reading the input gets W <- W W_k^T, the map writing the output W <- W_v W
-    (and its bias b <- W_v b); see geometry.fold_into_mlp. Handles GatedMLP, PlainMLP and
+    (and its bias b <- W_v b); see whitening.fold_into_mlp. Handles GatedMLP, PlainMLP and
     EncoderDecoderMLP (its encoder reads the input, its decoder writes the output).
     """
     import copy
@@ -376,7 +377,7 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
 
     inputs: embeddings (.npz of the `embeddings` step). params: alpha, seed, ntk_degree, search,
     gd, whitening section (seeds, target, methods, lipschitz_samples, ntk_max_width). Keys and values are whitened with
-    the same alpha (ZCA on the uncentred second moment, scale kept; geometry.py), each MLP is
+    the same alpha (ZCA on the uncentred second moment, scale kept; whitening.py), each MLP is
     built on the whitened set, folded back so it reads original keys and writes for the original
     values, checked to decode exactly the same facts there, and its Lipschitz constant measured
     on the ORIGINAL keys. Fact map: each book to its own author (the real one-to-one map). The
