@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from factstore.facts import FactSet, normalize_rows
+from factstore.facts import normalize_rows
 from factstore.min_norm_point import min_norm_point_in_hulls
 
 
@@ -254,11 +254,3 @@ __all__ = [
     "margin_optimal_targets",
     "solve_margin_optimal",
 ]
-
-
-def per_value_targets(fact_set: FactSet, margin_optimal: bool = False, value_targets: Tensor | None = None) -> Tensor:
-    """(n_values, d_out) float64: what an MLP is built to emit for each value: `value_targets` if
-    given (e.g. a U* solved once and shared), else U* when margin_optimal, else V itself."""
-    if value_targets is not None:
-        return value_targets.to(torch.float64)
-    return margin_optimal_targets(fact_set.values)[0] if margin_optimal else fact_set.values.to(torch.float64)
