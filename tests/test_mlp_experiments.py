@@ -293,6 +293,9 @@ def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(tmp_path):
     assert checked <= set(metrics), f"claims check metrics the summary does not write: {sorted(checked - set(metrics))}"
     for method in section["capacity"]["methods"]:
         assert f"bits_per_parameter_{method}" in metrics
+    source = (REPOSITORY / "src/factstore/experiments/mlp_summary.py").read_text()
+    unwritten = [name for name in metrics if f'"{name}"' not in source]
+    assert not unwritten, f"metric names not written literally in mlp_summary.py: {unwritten}"
     assert metrics["info_bound_min_ratio"] >= 1.0  # the bound lies below every count of this tiny run
     results = tables["results"]
     assert set(results.experiment) == {"capacity", "anisotropy", "whitening"}
