@@ -76,17 +76,17 @@ def search_method(
     when present); the constructions run on the CPU, whose float64 solves and one-pass unit sums
     are not the bottleneck.
     """
-    spec = METHODS[method]
+    entry = METHODS[method]
     search = params["search"]
     generator = derived_generator(*seed_parts)
-    if spec.search == "trained":
+    if entry.search == "trained":
         protocol = gd.Protocol(lr=params["gd"]["learning_rate"], max_steps=params["gd"]["max_steps"],
                                patience=params["gd"]["patience"], name="config")
         return smallest_widths(method, fact_set, targets, generator, high=search["gd_max_width"],
-                               guess=gd_guess or default_gd_guess(spec, fact_set), growth=search["growth"],
+                               guess=gd_guess or default_gd_guess(entry, fact_set), growth=search["growth"],
                                resolution=search["resolution"], protocol=protocol, device=device)
-    value_targets = spec.value_targets(fact_set, ustar)
-    if spec.search == "unit_prefix":
+    value_targets = entry.value_targets(fact_set, ustar)
+    if entry.search == "unit_prefix":
         return smallest_widths(method, fact_set, targets, generator, high=search["ntk_max_width"],
                                build_modules=build_modules, value_targets=value_targets, degree=params["ntk_degree"])
     return smallest_widths(method, fact_set, targets, generator, value_targets=value_targets)
@@ -159,7 +159,7 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     Returns {"table": tidy rows, results.TABLE_COLUMNS}.
     """
     method, section = params["method"], params["capacity"]
-    spec = METHODS[method]
+    entry = METHODS[method]
     rows = []
     for replicate in range(section["seeds"]):
         previous = None  # (F, width) of the last F that stored, for the GD guess
@@ -167,9 +167,9 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
             n_facts = 2**log2_facts
             facts = synthetic_fact_set(params["seed"], section["d"], n_facts, 1.0, replicate)
             # rho is recorded where the method needs the U* solve anyway (it is the costly part).
-            ustar, rho = ustar_and_rho(facts) if spec.uses_ustar else (None, math.nan)
+            ustar, rho = ustar_and_rho(facts) if entry.uses_ustar else (None, math.nan)
             guess = None
-            if spec.search == "trained" and previous is not None:
+            if entry.search == "trained" and previous is not None:
                 scale = float(permutation_bits(n_facts) / permutation_bits(previous[0]))
                 guess = max(1, round(previous[1] * scale))
             results = search_method(method, facts, section["targets"],

@@ -246,33 +246,33 @@ def smallest_widths(
     e.g. for its Lipschitz constant); False skips the build (the parameter count is known
     without it).
     """
-    spec = get_method(method)
+    entry = get_method(method)
     started = time.perf_counter()
-    if spec.search == "trained":
-        return trained_smallest_widths(spec, fact_set, targets, generator, low=low,
+    if entry.search == "trained":
+        return trained_smallest_widths(entry, fact_set, targets, generator, low=low,
                                        high=high or DEFAULT_HIGH["trained"], **options)
     if value_targets is None:
-        value_targets = spec.value_targets(fact_set)
+        value_targets = entry.value_targets(fact_set)
     results = {}
-    if spec.search == "code_size":
+    if entry.search == "code_size":
         start_state, built = generator.get_state(), {}
         for target in sorted(targets):
             generator.set_state(start_state)  # every target sees the same decoder draw
             width, evaluations, module, n_params = code_size_search(
-                spec, fact_set, target, generator, value_targets, chunk_size, built, **options
+                entry, fact_set, target, generator, value_targets, chunk_size, built, **options
             )
             results[target] = _finished(method, target, width, n_params, evaluations, started, module)
         return results
-    if spec.search == "unit_prefix":
+    if entry.search == "unit_prefix":
         high = high or DEFAULT_HIGH["unit_prefix"]
         start_state = generator.get_state()
         widths, evaluations = ntk_smallest_widths(fact_set, targets, generator, low, high, chunk_size,
-                                                  value_targets=value_targets, **spec.options, **options)
-        per_unit = parameters_per_unit(spec.architecture, fact_set.key_dim, fact_set.value_dim)
+                                                  value_targets=value_targets, **entry.options, **options)
+        per_unit = parameters_per_unit(entry.architecture, fact_set.key_dim, fact_set.value_dim)
         for target, width in widths.items():
             module, n_params = None, (None if width is None else width * per_unit)
             if build_modules:  # at the cap when the target is not reached: the largest MLP tried
-                module, _ = _build_at(spec, fact_set, width or high, generator, start_state, value_targets, options)
+                module, _ = _build_at(entry, fact_set, width or high, generator, start_state, value_targets, options)
             results[target] = _finished(method, target, width, n_params, evaluations, started, module,
                                         params_at_cap=high * per_unit)
         return results
@@ -280,11 +280,11 @@ def smallest_widths(
 
     def accuracy_at(size: int) -> float:
         generator.set_state(start_state)
-        return module_accuracy(spec.make(fact_set, size, generator, value_targets, **options)[0], fact_set, chunk_size)
+        return module_accuracy(entry.make(fact_set, size, generator, value_targets, **options)[0], fact_set, chunk_size)
 
     for target in sorted(targets):
         width, evaluations = doubling_search_smallest(accuracy_at, target, low, high or DEFAULT_HIGH["doubling"])
-        module, n_params = _build_at(spec, fact_set, width, generator, start_state, value_targets, options)
+        module, n_params = _build_at(entry, fact_set, width, generator, start_state, value_targets, options)
         results[target] = _finished(method, target, width, n_params, evaluations, started, module)
     return results
 
