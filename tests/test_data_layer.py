@@ -122,7 +122,7 @@ def test_fewrel_split_is_630_70(mirror):
 
 
 def test_wikipedia_paragraphs_from_the_package(tmp_path):
-    from factstore.experiments.data import fetch_wikipedia
+    from factstore.experiments.fetch import wikipedia as fetch_wikipedia
 
     content = fetch_wikipedia({}, {}, None)["file"]
     (tmp_path / "w.json").write_bytes(content)
@@ -154,7 +154,7 @@ FETCH_PARAMS = {"retries": 1, "timeout_s": 1, "fewrel_train_wiki": True}
 
 
 def test_unavailable_train_wiki_falls_back_loudly(fewrel_mirror, capsys):
-    from factstore.experiments.data import fetch_fewrel
+    from factstore.experiments.fetch import fewrel as fetch_fewrel
 
     report = fetch_fewrel(FETCH_PARAMS, {}, None)["report"]
     assert report["source"] == "fewrel_val_wiki" and report["fallback"] is True
@@ -167,7 +167,7 @@ def test_corrupt_train_wiki_is_an_error_never_a_fallback(fewrel_mirror, tmp_path
 
     (fewrel_mirror / "train_wiki.json").write_text('{"P1": []}')
     outputs = {"relations": tmp_path / "out" / "relations.json", "report": tmp_path / "out" / "relations.json.source.json"}
-    code = main(["data.fetch_fewrel", "--params", json.dumps(FETCH_PARAMS)]
+    code = main(["fetch.fewrel", "--params", json.dumps(FETCH_PARAMS)]
                 + [f"--output={name}={path}" for name, path in outputs.items()])
     err = capsys.readouterr().err
     assert code == 1
@@ -189,7 +189,7 @@ def test_prepare_rejects_a_raw_file_changed_after_its_fetch(tmp_path, mirror, ca
     text[5] = ",".join(text[5].split(",")[:2]) + ",\n"  # the title of line 6 emptied
     (raw / "book_authors.csv").write_text("".join(text))
     out = tmp_path / "processed"
-    code = main(["data.prepare_goodreads", f"--input=book_authors={raw / 'book_authors.csv'}",
+    code = main(["prepare.goodreads", f"--input=book_authors={raw / 'book_authors.csv'}",
                  f"--input=goodbooks={raw / 'goodbooks.csv'}", f"--output=facts={out / 'facts.csv'}",
                  f"--output=goodbooks={out / 'goodbooks.csv'}"])
     err = capsys.readouterr().err

@@ -16,14 +16,15 @@ import yaml
 from conftest import REPOSITORY
 from factstore.__main__ import run_step
 from factstore.device import derived_generator
+from factstore.embeddings import load_embeddings
 from factstore.experiments import mlp
 from factstore.facts import FactSet, make_fact_set, stored_mask
 from factstore.mlp import encoder_decoder, gd, ntk, scaling
 from factstore.mlp.capacity import smallest_width
 from factstore.mlp.lipschitz import lipschitz_constants
-from factstore.mlp.modules import module_outputs
+from factstore.mlp.modules import fold_module, module_outputs
 from factstore.mlp.results import TABLE_COLUMNS, seed_means, tidy_table
-from factstore.whitening import fold_module, whiten_fact_set
+from factstore.whitening import whiten_fact_set
 
 torch.set_num_threads(1)
 
@@ -232,9 +233,9 @@ def test_embeddings_step_writes_aligned_minilm_rows(tmp_path):
     facts = pd.DataFrame({"book": ["The Hobbit", "Dune", "Emma", "Ulysses", "Beloved"],
                           "author": ["J. R. R. Tolkien", "Frank Herbert", "Jane Austen", "James Joyce", "Toni Morrison"]})
     facts.to_csv(tmp_path / "facts.csv", index=False)
-    run_step("mlp.embeddings", {"seed": 0, "n_facts": 4, "batch_size": 2}, {"facts": str(tmp_path / "facts.csv")},
+    run_step("embeddings.goodreads_minilm", {"seed": 0, "n_facts": 4, "batch_size": 2}, {"facts": str(tmp_path / "facts.csv")},
              {"embeddings": str(tmp_path / "embeddings.npz")})
-    archive = mlp.load_embeddings(tmp_path / "embeddings.npz")
+    archive = load_embeddings(tmp_path / "embeddings.npz")
     assert archive["keys"].shape == archive["values"].shape == (4, 384)
     rows = archive["rows"]
     assert list(archive["books"]) == facts.book.iloc[rows].tolist()
@@ -271,11 +272,11 @@ def run_study(section: dict, folder, embeddings=None) -> dict[str, pd.DataFrame]
                       "ntk_degree": section["ntk_degree"], "search": section["search"],
                       "anisotropy_facts": section["anisotropy"]["n_facts"]}
     outputs = {name: str(folder / f"{name}.csv") for name in ("results", "fits", "metrics")}
-    run_step("mlp.summary", summary_params, tables, outputs)
+    run_step("mlp_summary.summary", summary_params, tables, outputs)
     figure_params = summary_params | {key: section[key] for key in ("capacity", "anisotropy", "whitening")}
     for name in FIGURES:
         inputs = {"results": outputs["results"]} | ({"fits": outputs["fits"]} if name == "capacity_scaling" else {})
-        run_step(f"mlp.figure_{name}", json.loads(json.dumps(figure_params)), inputs,
+        run_step("figures.draw", json.loads(json.dumps(figure_params)) | {"study": "mlp", "figure": name}, inputs,
                  {"png": str(folder / f"mlp_{name}.png"), "pdf": str(folder / f"mlp_{name}.pdf")})
     return {name: pd.read_csv(path) for name, path in outputs.items()}
 

@@ -29,14 +29,12 @@ anisotropic geometry, i.e. undo the benefit of whitening.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from factstore.facts import FactSet
-from factstore.mlp.modules import input_layers, output_layer
 
 # ---------------------------------------------------------------------------------------------
 # ZCA whitening
@@ -170,25 +168,3 @@ def fold_into_mlp(
         else fold_value_transform(last_layer_weight, value_transform)
     )
     return folded_first, folded_last
-
-
-def fold_module(module: nn.Module, key_transform: Tensor, value_transform: Tensor) -> nn.Module:
-    """A copy of an MLP built on whitened keys and values that reads and writes the ORIGINAL basis.
-
-    Every linear map reading the input gets W <- W W_k^T, the map writing the output W <- W_v W
-    (and its bias b <- W_v b); see `fold_into_mlp`. Handles GatedMLP, PlainMLP and
-    EncoderDecoderMLP (its encoder reads the input, its decoder writes the output).
-    key_transform, value_transform: the (d, d) transforms of `whiten_fact_set`.
-    """
-    folded = copy.deepcopy(module)
-    inputs, output = input_layers(folded), output_layer(folded)
-    dtype = output.weight.dtype
-    with torch.no_grad():
-        first, last = fold_into_mlp([layer.weight for layer in inputs], output.weight,
-                                    key_transform.to(dtype), value_transform.to(dtype))
-        for layer, weight in zip(inputs, first, strict=True):
-            layer.weight.copy_(weight)
-        output.weight.copy_(last)
-        if output.bias is not None:
-            output.bias.copy_(fold_value_transform(output.bias[:, None], value_transform.to(dtype))[:, 0])
-    return folded

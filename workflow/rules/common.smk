@@ -59,11 +59,6 @@ def as_json(section, **extra):
     return json.dumps({**section, **extra}, sort_keys=True)
 
 
-def code(*modules):
-    """Legacy hand-kept list (being replaced by step_code / figure_code in every study)."""
-    return step_code("figures") + [f"src/factstore/{module}.py" for module in modules]
-
-
 CLAIMS_REGISTRY = load_registry("config/claims.yaml")
 
 

@@ -3,7 +3,7 @@
 Functions take raw file paths (or parsed objects) and return DataFrames; they never fetch.
 They trust nothing: a row with a missing, empty or malformed field, or a duplicate where the table
 must be one-to-one, is a DataError naming the file, the line (or JSON key) and the field. (The
-experiment steps verify each raw file's checksum before calling these: see experiments/data.py.)
+experiment steps verify each raw file's checksum before calling these: see experiments/prepare.py.)
 """
 
 from __future__ import annotations

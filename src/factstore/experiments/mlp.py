@@ -1,9 +1,8 @@
 """Experiment steps of the fact-storing MLP study (SPEC S0): capacity scaling, anisotropy, whitening.
 
-Rules in workflow/rules/mlp.smk call these through `python -m factstore mlp.<step>`:
+Rules in workflow/rules/mlp.smk call these through `python -m factstore mlp.<step>` (the MiniLM
+embeddings of Goodreads titles and authors come from `embeddings.goodreads_minilm`):
 
-- `embeddings`: MiniLM embeddings of a seeded sample of Goodreads book titles (keys) and their
-  authors (values), computed once and stored as an .npz that later rules read.
 - `capacity` (one job per method): the smallest parameter count W storing a target fraction of
   F random facts on the sphere, for every F, seed and target (the seed's Fig. 7).
 - `anisotropy` (one job per value condition number kappa): the same search for every method on
@@ -11,8 +10,8 @@ Rules in workflow/rules/mlp.smk call these through `python -m factstore mlp.<ste
 - `whitening` (one job per strength alpha): the search on the real MiniLM fact set whitened with
   strength alpha (keys and values), the transform folded back into the MLP so it reads and writes
   the ORIGINAL basis, and the Lipschitz constant of that folded MLP.
-- `summary` (experiments/mlp_summary.py): fits W = C F (log2 F + b), the information bound, and
-  every metric; figure steps draw the tables with factstore.plots.mlp.
+- `mlp_summary.summary` (its own step module): fits W = C F (log2 F + b), the information bound,
+  and every metric; the figures (factstore.plots.mlp) draw its tables.
 
 Methods are the study's entries of factstore.mlp.methods.METHODS (names, builders, search
 strategies, labels, V or U*). Where several methods run on one value set, U* is solved once and
@@ -33,28 +32,24 @@ jobs ran.
 
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import torch
 from torch import Tensor, nn
 
 from factstore.device import derived_generator
-from factstore.experiments.mlp_summary import summary  # noqa: F401  (the rule's step `mlp.summary`)
+from factstore.embeddings import load_embeddings
 from factstore.facts import FactSet, make_fact_set, real_fact_set, stored_mask
 from factstore.geometry import margin_optimal_targets
-from factstore.io import read_table
 from factstore.mlp import gd
 from factstore.mlp.capacity import WidthSearch, smallest_widths
 from factstore.mlp.lipschitz import lipschitz_constants
 from factstore.mlp.methods import METHODS, Method
-from factstore.mlp.modules import module_outputs, parameters_per_unit
+from factstore.mlp.modules import fold_module, module_outputs, parameters_per_unit
 from factstore.mlp.results import result_row, tidy_table
 from factstore.mlp.scaling import permutation_bits
-from factstore.whitening import fold_module, whiten_fact_set
+from factstore.whitening import whiten_fact_set
 
 # ---------------------------------------------------------------------------------------------
 # Searches with the study's configuration
@@ -121,35 +116,6 @@ def synthetic_fact_set(seed: int, dim: int, n_facts: int, kappa: float, replicat
 # ---------------------------------------------------------------------------------------------
 # Steps
 # ---------------------------------------------------------------------------------------------
-
-
-def embeddings(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """MiniLM embeddings of a seeded sample of n_facts Goodreads facts: keys = titles, values = authors.
-
-    inputs: facts (data/processed/goodreads_facts.csv, columns book, author). params: seed,
-    n_facts, batch_size. Returns {"embeddings": bytes of an .npz} with keys (n, 384) float32,
-    values (n, 384) float32, rows (n,) row numbers in the facts table, books, authors (str).
-    Row i of keys and of values is one fact (book i -> author i).
-    """
-    from factstore.embeddings import embed_texts
-
-    table = pd.read_csv(inputs["facts"], keep_default_na=False)
-    n_facts = min(params["n_facts"], len(table))
-    rows = np.sort(np.random.default_rng(params["seed"]).choice(len(table), size=n_facts, replace=False))
-    sample = table.iloc[rows]
-    books, authors = sample["book"].astype(str).tolist(), sample["author"].astype(str).tolist()
-    keys = embed_texts(books, batch_size=params["batch_size"])
-    values = embed_texts(authors, batch_size=params["batch_size"])
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, keys=keys, values=values, rows=rows.astype(np.int64),
-                        books=np.array(books, dtype=str), authors=np.array(authors, dtype=str))
-    return {"embeddings": buffer.getvalue()}
-
-
-def load_embeddings(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an `embeddings` step's .npz by name (keys, values, rows, books, authors)."""
-    with np.load(path, allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
 
 
 def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
@@ -266,27 +232,3 @@ def _stored(module: nn.Module, facts: FactSet) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 # Figures (the plotting module is imported lazily so editing it reruns only figure rules)
 # ---------------------------------------------------------------------------------------------
-
-
-def figure_capacity_scaling(params, inputs, context):
-    from factstore.plots import mlp as plots, style
-
-    return style.outputs(plots.capacity_scaling(read_table(inputs["results"]), read_table(inputs["fits"]), params))
-
-
-def figure_bits_per_parameter(params, inputs, context):
-    from factstore.plots import mlp as plots, style
-
-    return style.outputs(plots.bits_per_parameter(read_table(inputs["results"]), params))
-
-
-def figure_anisotropy(params, inputs, context):
-    from factstore.plots import mlp as plots, style
-
-    return style.outputs(plots.anisotropy(read_table(inputs["results"]), params))
-
-
-def figure_whitening(params, inputs, context):
-    from factstore.plots import mlp as plots, style
-
-    return style.outputs(plots.whitening(read_table(inputs["results"]), params))

@@ -1,6 +1,6 @@
 """Summary step of the fact-storing MLP study (SPEC S0): combined tables, fits and metrics.
 
-The rule calls it as `mlp.summary` (experiments/mlp.py imports it). It stacks the tables of the
+The rule calls it as `mlp_summary.summary`. It stacks the tables of the
 search steps, fits W = C F (log2 F + b) per (method, target), and writes every metric that
 config/claims.yaml checks, plus the per-method numbers behind them.
 

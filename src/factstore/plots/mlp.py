@@ -1,5 +1,6 @@
 """Figures of the fact-storing MLP study (SPEC S0): capacity scaling, bits per parameter,
-anisotropy and whitening. Every function takes the tidy results table of `mlp.summary`."""
+anisotropy and whitening: `name(tables, params) -> Figure`, listed in FIGURES; tables: results
+(and fits) of `mlp_summary.summary`."""
 
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ def _plot_counts(ax, rows: pd.DataFrame, x: str, method: str, colour, label: boo
         ax.plot(failed[x] * nudge, failed["cap"], linestyle="none", marker=6, ms=9, color=colour, markerfacecolor="none")
 
 
-def capacity_scaling(results: pd.DataFrame, fits: pd.DataFrame, params: dict):
+def capacity_scaling(tables: dict[str, pd.DataFrame], params: dict):
     """Smallest parameter count W against F (log-log), one panel per target, with fits and bounds."""
+    results, fits = tables["results"], tables["fits"]
     table = results[results.experiment == "capacity"]
     targets = sorted(table.target.unique())
     fig, axes = style.figure(ncols=len(targets), width=4.4, height=3.8, sharey=True)
@@ -81,8 +83,9 @@ def capacity_scaling(results: pd.DataFrame, fits: pd.DataFrame, params: dict):
     return fig
 
 
-def bits_per_parameter(results: pd.DataFrame, params: dict):
+def bits_per_parameter(tables: dict[str, pd.DataFrame], params: dict):
     """Facts per parameter and bits per parameter (F log2 F / W) against F, for every method."""
+    results = tables["results"]
     table = results[(results.experiment == "capacity") & results.stored]
     targets = sorted(table.target.unique())
     fig, axes = style.figure(ncols=2, width=4.2, height=3.6)
@@ -113,9 +116,10 @@ def bits_per_parameter(results: pd.DataFrame, params: dict):
     return fig
 
 
-def anisotropy(results: pd.DataFrame, params: dict):
+def anisotropy(tables: dict[str, pd.DataFrame], params: dict):
     """2 x 2 panels against the value condition number kappa: W of every method; rho(V); the NTK's
     best accuracy within its width cap; the facts-per-parameter gain of U* for the NTK."""
+    results = tables["results"]
     table = results[results.experiment == "anisotropy"]
     section = params["anisotropy"]
     main = table[table.F == section["n_facts"]]
@@ -175,8 +179,9 @@ def anisotropy(results: pd.DataFrame, params: dict):
     return fig
 
 
-def whitening(results: pd.DataFrame, params: dict):
+def whitening(tables: dict[str, pd.DataFrame], params: dict):
     """Facts per parameter, the relative Lipschitz constant and rho(V) against alpha."""
+    results = tables["results"]
     table = results[results.experiment == "whitening"].sort_values("alpha")
     section = params["whitening"]
     fig, axes = style.figure(ncols=3, width=4.0, height=3.4)
@@ -219,3 +224,11 @@ def whitening(results: pd.DataFrame, params: dict):
                        f"Lipschitz constant = max Jacobian spectral norm over {section['lipschitz_samples']} keys / RMS output norm over "
                        f"all keys, at each MLP's smallest storing width (decoding does not depend on the output scale)")
     return fig
+
+
+FIGURES = {
+    "capacity_scaling": capacity_scaling,
+    "bits_per_parameter": bits_per_parameter,
+    "anisotropy": anisotropy,
+    "whitening": whitening,
+}
