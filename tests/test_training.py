@@ -72,3 +72,19 @@ def test_the_attention_and_tangent_kernel_loops_stop_on_divergence():
     x = torch.randn(5, 3, generator=generator, dtype=dtype)
     with pytest.raises(DivergenceError, match="train_full_batch_gd"):
         tangent_kernel.train_full_batch_gd(model, weights, x, torch.randn(5, generator=generator, dtype=dtype), 1e300, 50)
+
+
+def test_flushing_denormals_restores_what_was_set_before():
+    from factstore.training import flushing_denormals, flushing_denormals_now
+
+    assert not flushing_denormals_now()
+    with flushing_denormals():
+        assert flushing_denormals_now()
+    assert not flushing_denormals_now()
+    torch.set_flush_denormal(True)
+    try:
+        with flushing_denormals():
+            pass
+        assert flushing_denormals_now()  # the runner turns it on for a whole step: it stays on
+    finally:
+        torch.set_flush_denormal(False)
