@@ -64,8 +64,6 @@ rule committee_embedding:
         gpu=1,
     log:
         "logs/committee/embedding_{run}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -84,8 +82,6 @@ rule committee_multi_output:
         gpu=1,
     log:
         "logs/committee/multi_output.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -119,8 +115,6 @@ rule committee_summary:
         io=runner_io,
     log:
         "logs/committee/summary.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -150,7 +144,7 @@ rule committee_figures:
 rule committee_figure:
     """One figure of the study: figures/committee_{figure}.png and .pdf."""
     output:
-        png="figures/committee_{figure}.png",
+        png=figure_report("committee", "S3 committee machines (capacity per weight)"),
         pdf="figures/committee_{figure}.pdf",
     wildcard_constraints:
         figure="|".join(COMMITTEE_FIGURE_INPUTS),
@@ -161,9 +155,8 @@ rule committee_figure:
         step="figures.draw",
         json=lambda w: as_json(COMMITTEE_FIGURE_PARAMS, study="committee", figure=w.figure),
         io=runner_io,
+        **figure_report_params("committee"),
     log:
         "logs/committee/figure_{figure}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

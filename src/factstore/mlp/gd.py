@@ -25,7 +25,7 @@ thread, busy 2-core box):
 - F = 2^10, d = 128: the fast search finds width 14 in 10,141 steps in all (381 s); the paper
   protocol reaches only 88.7% (width 13) and 93.8% (width 14) after 10,000 steps each.
 
-`torch.set_flush_denormal(True)` is set while training: softmax tails turn denormal near
+Denormals are flushed to zero while training (`training.flushing_denormals`): softmax tails turn denormal near
 convergence and slow the CPU 2.5-4x without changing the result (DESIGN.md).
 """
 
@@ -42,6 +42,7 @@ from torch import Tensor
 
 from factstore.facts import FactSet
 from factstore.mlp.modules import GatedMLP, PlainMLP, input_layers, output_layer, parameter_count
+from factstore.training import check_finite, flushing_denormals
 
 Architecture = Literal["gated", "plain"]
 
@@ -171,6 +172,7 @@ def cosine_lr(step: int, protocol: Protocol) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
+@flushing_denormals()
 def train(
     fact_set: FactSet,
     size: int,
@@ -196,7 +198,6 @@ def train(
     accuracy (of the returned module), loss, stop ('target' | 'plateau' | 'max_steps'),
     protocol (its fields).
     """
-    torch.set_flush_denormal(True)
     started = time.perf_counter()
     if init is None:
         module = make_mlp(architecture, fact_set.key_dim, size, fact_set.value_dim, generator, activation, dtype)
@@ -214,6 +215,8 @@ def train(
     for step in range(protocol.max_steps + 1):
         outputs = module(keys)
         loss, gradient, n_correct = cross_entropy_pass(outputs.detach(), values, fact_map, chunk_size)
+        check_finite(loss, module.parameters(), where=f"mlp.gd.train({architecture}, size={size}, "
+                     f"facts={fact_set.n_facts}, lr={protocol.lr})", step=step)
         if n_correct > best_correct:
             best_correct, best_step, best_loss = n_correct, step, loss
             best_state = copy.deepcopy(module.state_dict())
