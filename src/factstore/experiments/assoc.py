@@ -214,9 +214,15 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         gap = (both["original"] - both["decoupled"]).abs()
         metrics.add("decoupled_mean_accuracy_gap", gap.mean(), f"mean |acc_original - acc_decoupled| over {len(gap)} (d, alpha) points")
         metrics.add("decoupled_max_accuracy_gap", gap.max(), "largest gap on the grid (steep near capacity)")
-        caps = full.pivot_table(index="d", columns="problem", values="alpha_c").dropna()
+        # The claim (not revised in SPEC) reads the apparent capacity at mean accuracy >= threshold,
+        # as it did before; the gap of the capacity proper (all facts, >= half the seeds) is reported.
+        apparent = trained[(trained.rank_fraction == 1.0) & (trained.criterion == "mean")]
+        caps = apparent.pivot_table(index="d", columns="problem", values="alpha_c").dropna()
         metrics.add("decoupled_capacity_gap", (caps["original"] - caps["decoupled"]).abs().max(),
-                    f"capacity (all facts, >= half the seeds) at d = {caps.index.tolist()}")
+                    f"apparent capacity (mean accuracy >= {threshold}) at d = {caps.index.tolist()}")
+        caps = full.pivot_table(index="d", columns="problem", values="alpha_c").dropna()
+        metrics.add("decoupled_capacity_gap_perfect_storage", (caps["original"] - caps["decoupled"]).abs().max(),
+                    f"capacity (all facts, >= half the seeds) at d = {caps.index.tolist()} (reported)")
 
     for name, value, detail in _spectrum_statistics(spectra, capacity, params["spectrum_d"]):
         metrics.add(name, value, detail)
