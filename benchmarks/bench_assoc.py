@@ -47,7 +47,8 @@ def step_timing(args, device: torch.device) -> None:
     """Seconds per Adam step of `assoc.train_optimal` at d = args.step_timing for each load."""
     import yaml
 
-    trained = yaml.safe_load(open("config/config.yaml"))["assoc"]["trained"]
+    with open("config/config.yaml") as file:
+        trained = yaml.safe_load(file)["assoc"]["trained"]
     d, seeds, patience = args.step_timing, trained["seeds"], trained["patience"]
     rows = []
     for alpha in args.alphas or trained["alphas"]:

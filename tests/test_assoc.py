@@ -5,12 +5,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from conftest import claim_verdict
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.integrate import quad
 
 from factstore import assoc
+from factstore.experiments import assoc as steps
 
 
 @given(alpha=st.floats(0.01, 3.0), d=st.integers(8, 512))
@@ -117,11 +121,6 @@ def test_extrapolation_recovers_a_known_intercept(intercept, slope):
 # ------------------------------------------------------------------ the S1 claims' summary metrics
 # Hand-made inputs run through the summary's own functions and the registry's checks: each check
 # can fail (one side of its range PASSes, the other FAILs). Claims are checked by the claims report.
-import pandas as pd  # noqa: E402
-
-from conftest import claim_verdict  # noqa: E402
-from factstore.experiments import assoc as steps  # noqa: E402
-
 GRID = np.round(np.arange(0.3, 1.5, 0.01), 4)
 
 
@@ -217,12 +216,12 @@ def test_rank_check_window_starts_at_the_last_stored_load():
 def test_rank_optimisation_check_flips_when_a_variant_stores_more():
     baseline, window = _rank_table(0.5), [0.5, 0.6, 0.7]
     same = pd.concat([_rank_table(0.5, "steps x4", window), _rank_table(0.4, "lr x2", window)])
-    metrics = dict((name, value) for name, value, _ in steps.rank_check_metrics(baseline, same, RANK_GRID))
+    metrics = {name: value for name, value, _ in steps.rank_check_metrics(baseline, same, RANK_GRID)}
     assert metrics["rank_optimisation_capacity_gain"] == pytest.approx(0)
     assert claim_verdict("S1.rank-capacity", metrics | {"rank_capacity_spearman": 1.0}) == "PASS"
     # A variant that still stores at the window's top counts with that load (0.7 against the
     # baseline's 0.55, the crossing between its grid loads 0.5 and 0.6): 1.5 grid steps at least.
     better = pd.concat([same, _rank_table(0.7, "other initial draw", window)])
-    metrics = dict((name, value) for name, value, _ in steps.rank_check_metrics(baseline, better, RANK_GRID))
+    metrics = {name: value for name, value, _ in steps.rank_check_metrics(baseline, better, RANK_GRID)}
     assert metrics["rank_optimisation_gain_grid_steps"] == pytest.approx(1.5)
     assert claim_verdict("S1.rank-capacity", metrics | {"rank_capacity_spearman": 1.0}) == "FAIL"

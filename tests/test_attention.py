@@ -6,9 +6,20 @@ import math
 
 import pytest
 import torch
+from conftest import claim_verdict
 
-from factstore.attention.assumptions import check_assumptions, context_ranks, kruskal_rank_estimate, random_subset_ranks
-from factstore.attention.capacity import TrainSettings, attention_capacity, fit_sizes, warmup_cosine
+from factstore.attention.assumptions import (
+    check_assumptions,
+    context_ranks,
+    kruskal_rank_estimate,
+    random_subset_ranks,
+)
+from factstore.attention.capacity import (
+    TrainSettings,
+    attention_capacity,
+    fit_sizes,
+    warmup_cosine,
+)
 from factstore.attention.model import (
     CONTEXT_KINDS,
     AttentionShape,
@@ -301,8 +312,6 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
 
 # ------------------------------------------------------------------ the S4 claims' summary metrics
 # Hand-made capacities run through the summary step and the registry's checks: each check can fail.
-from conftest import claim_verdict  # noqa: E402
-
 
 def _summary_metrics(tmp_path, sweep: str, capacity_of) -> dict[str, float]:
     """attention.summary on a shared-context sweep whose capacity at each swept value is
@@ -349,7 +358,7 @@ def test_heads_exponent_is_nan_without_a_positive_capacity():
 def test_head_dim_check_is_growth_below_n_whatever_happens_beyond(tmp_path):
     n = 8
     for beyond in (lambda dh: 80, lambda dh: 10 * dh, lambda dh: 120 - 5 * dh):  # flat, growing, falling past n
-        grows = _summary_metrics(tmp_path, "d_head", lambda dh: 10 * dh if dh <= n else beyond(dh))
+        grows = _summary_metrics(tmp_path, "d_head", lambda dh, beyond=beyond: 10 * dh if dh <= n else beyond(dh))
         assert grows["head_dim_slope_below_n"] == pytest.approx(10)
         assert claim_verdict("S4.head-dim", grows) == "PASS"
     flat = _summary_metrics(tmp_path, "d_head", lambda dh: 80)

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from conftest import claim_verdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -250,8 +251,6 @@ def test_study_steps_run_end_to_end_at_tiny_scale(tmp_path):
 
 # ------------------------------------------------------------------ the S2 claims' summary metrics
 # Hand-made tables run through the summary step and the registry's checks: each check can fail.
-from conftest import claim_verdict  # noqa: E402
-
 WIDTHS = [64, 256, 1024, 4096, 16384]
 SIZES = [16, 32, 64, 128, 256, 512, 1024, 2048]
 
@@ -280,7 +279,7 @@ def _ntk_summary(tmp_path, kernel_change=lambda w: 0.5 * w**-0.5, test_error=lam
 
 def test_lazy_training_passes_at_the_bound_or_faster_and_fails_slower_or_large(tmp_path):
     for rate in (-0.5, -1.0):  # the O(width^-1/2) bound, and a smooth activation's width^-1
-        metrics = _ntk_summary(tmp_path, kernel_change=lambda w: 0.5 * w**rate)
+        metrics = _ntk_summary(tmp_path, kernel_change=lambda w, rate=rate: 0.5 * w**rate)
         assert metrics["lazy_training_slope"] == pytest.approx(rate)
         assert claim_verdict("S2.lazy-training", metrics) == "PASS"
     slower = _ntk_summary(tmp_path, kernel_change=lambda w: 0.2 * w**-0.3)

@@ -339,5 +339,7 @@ def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) 
 def rank_spectrum_ks(trained: np.ndarray, initial: np.ndarray, kappa: float) -> tuple[float, float]:
     """KS distances of the trained and of the initial normalised singular values (top kappa d of
     each) to the top-kappa truncated quarter-circle law; nan for an empty sample."""
-    truncated = lambda s: assoc.truncated_quarter_circle_cdf(s, kappa)  # noqa: E731
+    def truncated(s):
+        return assoc.truncated_quarter_circle_cdf(s, kappa)
+
     return tuple(assoc.ks_distance(v, truncated) if len(v) else float("nan") for v in (trained, initial))
