@@ -4,11 +4,20 @@ against this machine's dense matmul throughput. Run on demand:
     python benchmarks/bench_assoc.py [--device cpu|cuda] [--threads N]
 
 Writes results/benchmarks/assoc.json (with a provenance sidecar) and prints a summary.
+
+With --step-timing D, it instead times a few Adam steps of the trained-W job at dimension D for
+every load of the default config's grid (the job is memory-bound in the S x p x p logits) and
+writes results/benchmarks/assoc_d<D>.json: seconds per step, the logits' memory, the process's
+peak memory, and a LOWER bound on the job's time (every load above the perfect-storage capacity
+runs at least `patience` steps before the plateau stop; loads below run at least one step).
+This is what decides whether a d joins the default config (the whole default run must stay under
+an hour on 2 cores).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 import torch
@@ -34,15 +43,64 @@ def _synchronise(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def step_timing(args, device: torch.device) -> None:
+    """Seconds per Adam step of `assoc.train_optimal` at d = args.step_timing for each load."""
+    import yaml
+
+    with open("config/config.yaml") as file:
+        trained = yaml.safe_load(file)["assoc"]["trained"]
+    d, seeds, patience = args.step_timing, trained["seeds"], trained["patience"]
+    rows = []
+    for alpha in args.alphas or trained["alphas"]:
+        p = assoc.facts_for_load(alpha, d)
+        generator = torch.Generator().manual_seed(0)
+        inputs, outputs = assoc.sample_problem(p, d, seeds, generator)
+        inputs, outputs = inputs.to(device), outputs.to(device)
+        # Warm-up step, then the timed ones; patience is never reached so every step runs.
+        assoc.train_optimal(inputs, outputs, max_steps=1, learning_rate=trained["learning_rate"], patience=10**9)
+        _synchronise(device)
+        start = time.perf_counter()
+        result = assoc.train_optimal(inputs, outputs, max_steps=args.steps, learning_rate=trained["learning_rate"],
+                                     patience=10**9)
+        _synchronise(device)
+        seconds = (time.perf_counter() - start) / result.steps
+        row = {"alpha": alpha, "p": p, "seconds_per_step": seconds, "steps_timed": result.steps,
+               "logits_mib": seeds * p * p * 4 / 2**20, "stored_after_timed_steps": result.best_accuracy.tolist(),
+               "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        rows.append(row)
+        print(f"d={d} alpha={alpha} p={p}: {seconds:.2f} s/step, logits {row['logits_mib']:.0f} MiB, "
+              f"peak RSS {row['peak_rss_mib']:.0f} MiB", flush=True)
+    # Lower bound: loads at or above 1/2 (above the perfect-storage capacity at d = 256 if the
+    # finite-size trend holds) run >= patience steps; the others >= 1 step.
+    lower_bound_s = sum(r["seconds_per_step"] * (patience if r["alpha"] > 0.5 else 1) for r in rows)
+    report = {"d": d, "seeds": seeds, "patience": patience, "max_steps": trained["max_steps"],
+              "device": provenance.describe_device(device), "threads": args.threads, "loads": rows,
+              "job_lower_bound_s": lower_bound_s,
+              "job_upper_bound_s": sum(r["seconds_per_step"] * trained["max_steps"] for r in rows)}
+    path = f"results/benchmarks/assoc_d{d}.json"
+    io.write_json(report, path)
+    io.write_json(provenance.collect(step="benchmarks/bench_assoc.py", params=vars(args), inputs={}, device=device,
+                                     threads=args.threads, wall_time_s=lower_bound_s), io.sidecar_path(path))
+    print(f"trained-W job at d = {d} ({len(rows)} loads, {seeds} seeds): at least {lower_bound_s / 60:.0f} min, "
+          f"at most {report['job_upper_bound_s'] / 60:.0f} min on {args.threads} thread(s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default=None)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--step-timing", type=int, default=None, metavar="D",
+                        help="time Adam steps of the trained-W job at dimension D over the default load grid")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per load (with --step-timing)")
+    parser.add_argument("--alphas", type=float, nargs="*", default=None, help="loads (with --step-timing)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
     device = select_device(args.device)
+    if args.step_timing is not None:
+        step_timing(args, device)
+        return
     d, alpha = 128, 0.5
     p = assoc.facts_for_load(alpha, d)
     generator = torch.Generator().manual_seed(0)

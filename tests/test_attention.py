@@ -6,9 +6,20 @@ import math
 
 import pytest
 import torch
+from conftest import claim_verdict
 
-from factstore.attention.assumptions import check_assumptions, context_ranks, kruskal_rank_estimate, random_subset_ranks
-from factstore.attention.capacity import TrainSettings, attention_capacity, fit_sizes, warmup_cosine
+from factstore.attention.assumptions import (
+    check_assumptions,
+    context_ranks,
+    kruskal_rank_estimate,
+    random_subset_ranks,
+)
+from factstore.attention.capacity import (
+    TrainSettings,
+    attention_capacity,
+    fit_sizes,
+    warmup_cosine,
+)
 from factstore.attention.model import (
     CONTEXT_KINDS,
     AttentionShape,
@@ -17,7 +28,7 @@ from factstore.attention.model import (
     make_dataset,
     softmax_last,
 )
-from factstore.experiments.attention import saturation_point, slopes_around
+from factstore.experiments.attention import heads_exponent, slopes_around
 from factstore.search import search_largest
 from factstore.statistics import linear_fit
 
@@ -260,11 +271,6 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
     assert list(read_table(summary["capacity"])["value"]) == [1, 2]
 
 
-def test_saturation_point_finds_the_knee():
-    assert saturation_point([1, 2, 4, 8, 16], [10, 20, 40, 80, 82], knee=8) == 8
-    assert saturation_point([1, 2, 4, 8, 16], [10, 75, 80, 81, 80], knee=8) == 2  # saturates before n
-
-
 def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
     """Every metric the summary writes, for every sweep and both context kinds, is a literal string
     of factstore/experiments/attention.py (the per-layer capacities: a literal template plus the
@@ -297,8 +303,76 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
     source = inspect.getsource(factstore.experiments.attention)
     literals = set(re.findall(r'"([a-z0-9_{}]+)"', source))
     templates = [re.compile(re.escape(t).replace(r"\{value\}", "[0-9]+") + "$") for t in literals if "{value}" in t]
-    assert len(names) == 2 * 10 + 2 * (4 + 2 + 4) + 3  # per layer, fits per sweep and context kind, overall
+    assert len(names) == 2 * 10 + 2 * (5 + 2 + 3) + 3  # per layer, fits per sweep and context kind, overall
     for name in names:
         assert name in literals or any(t.match(name) for t in templates), name
-    assert {"heads_linear_r2", "context_spearman_per_example", "head_dim_saturation_ratio",
+    assert {"heads_linear_r2", "heads_loglog_exponent", "context_spearman_per_example", "head_dim_slope_below_n",
             "capacity_d_head8_per_example"} <= set(names)
+
+
+# ------------------------------------------------------------------ the S4 claims' summary metrics
+# Hand-made capacities run through the summary step and the registry's checks: each check can fail.
+
+def _summary_metrics(tmp_path, sweep: str, capacity_of) -> dict[str, float]:
+    """attention.summary on a shared-context sweep whose capacity at each swept value is
+    capacity_of(value); returns its metrics table as {name: value}."""
+    import pandas as pd
+
+    from factstore.__main__ import run_step
+    from factstore.io import read_table
+
+    values = {"heads": (1, 2, 4, 8), "d_head": (1, 2, 4, 8, 12, 16)}[sweep]
+    base = {"d": 16, "heads": 4, "d_head": 8, "d_value": 1, "n_context": 8, "n_classes": 100, "n_params": 1000,
+            "bits_per_parameter": 0.5, "theory_scale": 8, "context_full_rank": 1.0, "kruskal_subsets_full_rank": 1.0}
+    inputs = {}
+    for value in values:
+        capacity = capacity_of(value)
+        row = base | {sweep: value, "context": "shared", "capacity": capacity, "memorised_examples": capacity}
+        for kind, table in (("capacity", [row]), ("probes", [{"context": "shared", "size": 1}])):
+            path = tmp_path / f"{kind}_{sweep}_{value}.csv"
+            pd.DataFrame(table).to_csv(path, index=False)
+            inputs[f"{kind}__{sweep}__shared__{value}"] = str(path)
+    outputs = {kind: str(tmp_path / f"summary_{kind}.csv") for kind in ("capacity", "probes", "metrics")}
+    run_step("attention.summary", {}, inputs, outputs)
+    return read_table(outputs["metrics"]).set_index("metric")["value"].to_dict()
+
+
+def test_heads_exponent_tells_linear_from_square_root_where_r2_cannot(tmp_path):
+    linear = _summary_metrics(tmp_path, "heads", lambda h: 40 * h + 3)
+    assert linear["heads_loglog_exponent"] == pytest.approx(1, abs=0.05)
+    assert claim_verdict("S4.heads-linear", linear) == "PASS"
+    square_root = _summary_metrics(tmp_path, "heads", lambda h: 100 * math.sqrt(h))
+    assert square_root["heads_linear_r2"] > 0.95  # a line through four points fits sqrt(H) too
+    assert square_root["heads_loglog_exponent"] == pytest.approx(0.5)
+    assert claim_verdict("S4.heads-linear", square_root) == "FAIL"
+    quadratic = _summary_metrics(tmp_path, "heads", lambda h: 10 * h * h)
+    assert claim_verdict("S4.heads-linear", quadratic) == "FAIL"
+
+
+def test_heads_exponent_is_nan_without_a_positive_capacity():
+    exponent, how = heads_exponent([1, 2, 4], [0, 10, 20])
+    assert math.isnan(exponent) and "not positive" in how
+    assert heads_exponent([1, 2, 4], [5, 10, 20])[0] == pytest.approx(1)
+
+
+def test_head_dim_check_is_growth_below_n_whatever_happens_beyond(tmp_path):
+    n = 8
+    for beyond in (lambda dh: 80, lambda dh: 10 * dh, lambda dh: 120 - 5 * dh):  # flat, growing, falling past n
+        grows = _summary_metrics(tmp_path, "d_head", lambda dh, beyond=beyond: 10 * dh if dh <= n else beyond(dh))
+        assert grows["head_dim_slope_below_n"] == pytest.approx(10)
+        assert claim_verdict("S4.head-dim", grows) == "PASS"
+    flat = _summary_metrics(tmp_path, "d_head", lambda dh: 80)
+    assert flat["head_dim_slope_below_n"] == 0
+    assert claim_verdict("S4.head-dim", flat) == "FAIL"
+    falling = _summary_metrics(tmp_path, "d_head", lambda dh: 100 - dh)
+    assert claim_verdict("S4.head-dim", falling) == "FAIL"
+
+
+def test_figure_draws_the_theorem_as_a_lower_bound_under_every_point():
+    from factstore.plots.attention import lower_bound_constant
+
+    bound = [4.0, 8.0, 16.0, 32.0, 32.0]  # H min(n, d_h) for d_h = 1, 2, 4, 8, 16 at H = 4, n = 8
+    capacity = [30.0, 50.0, 70.0, 100.0, 160.0]
+    c = lower_bound_constant(bound, capacity)
+    assert all(c * b <= y + 1e-12 for b, y in zip(bound, capacity))
+    assert any(c * b == pytest.approx(y) for b, y in zip(bound, capacity))  # the largest such c

@@ -44,6 +44,7 @@ def smoke():
         (lambda c: c.update(scale="huge"), "scale = 'huge': must be one of smoke, default, paper"),
         (lambda c: c["assoc"].pop("rank"), "assoc: missing key 'rank'"),
         (lambda c: c["assoc"].update(spectrum_d=1024), "assoc.spectrum_d = 1024: must be one of assoc.trained.d"),
+        (lambda c: c["assoc"]["rank"].update(check_kappa=0.3), "assoc.rank.check_kappa = 0.3: must be one of assoc.rank.kappa"),
     ],
 )
 def test_bad_values_are_named(smoke, edit, message):

@@ -90,6 +90,7 @@ class TrainingResult:
     best_accuracy: torch.Tensor
     steps: int
     final_loss: float
+    initial_weights: torch.Tensor | None = None  # W = Q R^T at step 0 (rank-constrained runs; full rank starts at 0)
 
 
 def train_optimal(
@@ -102,11 +103,13 @@ def train_optimal(
     patience: int = 300,
     generator: torch.Generator | None = None,
     progress=None,
+    init_scale: float = 0.1,
 ) -> TrainingResult:
     """Adam on the cross-entropy of logits u_rho^T W e_mu over all p candidates, full batch.
 
     W is trained directly (rank None, started at zero so the first step is Hebbian), or as
-    W = Q R^T with Q, R in R^{d x rank} (started small and random: zero is a saddle).
+    W = Q R^T with Q, R in R^{d x rank} (started small and random: zero is a saddle), the
+    entries of Q and R i.i.d. N(0, init_scale^2 / d); the initial W is returned too.
     Stops when every seed recalls all facts, or when no seed's accuracy has improved for
     `patience` steps. The seeds are independent problems: the loss is their sum and Adam is
     elementwise, so batching them changes nothing but speed.
@@ -117,12 +120,13 @@ def train_optimal(
         weights = torch.zeros(n_seeds, d, d, device=device, dtype=dtype, requires_grad=True)
         parameters = [weights]
     else:
-        scale = 0.1 / math.sqrt(d)
+        scale = init_scale / math.sqrt(d)
         left = torch.randn(n_seeds, d, rank, generator=generator, dtype=dtype).to(device) * scale
         right = torch.randn(n_seeds, d, rank, generator=generator, dtype=dtype).to(device) * scale
         left.requires_grad_(True)
         right.requires_grad_(True)
         parameters = [left, right]
+    initial = None if rank is None else (left @ right.transpose(1, 2)).detach().clone()
 
     def current_weights() -> torch.Tensor:
         return weights if rank is None else parameters[0] @ parameters[1].transpose(1, 2)
@@ -156,7 +160,8 @@ def train_optimal(
     with torch.no_grad():
         final = current_weights().detach().clone()
         best = torch.maximum(best, recall_accuracy(final, inputs, outputs))
-    return TrainingResult(weights=final, best_accuracy=best.cpu(), steps=step, final_loss=loss_value)
+    return TrainingResult(weights=final, best_accuracy=best.cpu(), steps=step, final_loss=loss_value,
+                          initial_weights=initial)
 
 
 def normalised_singular_values(weights: torch.Tensor, rank: int | None = None) -> torch.Tensor:
@@ -240,8 +245,13 @@ def extrapolate_capacity(capacities: np.ndarray, facts_at_capacity: np.ndarray) 
 
 
 def spectrum_load(capacity: pd.DataFrame, spectra: pd.DataFrame, problem: str, d: int, kappa: float) -> float:
-    """The grid load closest to (at or below) the measured capacity: 'the optimal W at capacity'."""
+    """The grid load closest to (at or below) the measured capacity: 'the optimal W at capacity'.
+
+    The capacity is the seed's (criterion 'all': every fact stored in at least half the seeds)
+    when the table has a criterion column."""
     row = capacity[(capacity.method == "trained") & (capacity.problem == problem) & (capacity.d == d) & (capacity.rank_fraction == kappa)]
+    if "criterion" in row:
+        row = row[row.criterion == "all"]
     loads = np.sort(spectra[(spectra.problem == problem) & (spectra.d == d) & (spectra.rank_fraction == kappa)].alpha.unique())
     alpha_c = row.alpha_c.iloc[0] if len(row) else np.nan
     below = loads[loads <= alpha_c] if np.isfinite(alpha_c) else loads[:1]

@@ -69,6 +69,10 @@ def cross_field_problems(config: dict[str, Any]) -> list[str]:
         problems.append(f"assoc.rank.d = {assoc['rank'].get('d')}: must be one of assoc.trained.d {trained_d} (its full-rank point)")
     if "spectrum_d" in assoc and assoc["spectrum_d"] not in trained_d:
         problems.append(f"assoc.spectrum_d = {assoc['spectrum_d']}: must be one of assoc.trained.d {trained_d}")
+    rank = assoc.get("rank", {})
+    if "check_kappa" in rank and rank["check_kappa"] not in rank.get("kappa", []):
+        problems.append(f"assoc.rank.check_kappa = {rank['check_kappa']}: must be one of assoc.rank.kappa {rank.get('kappa')} "
+                        "(the check retrains that rank run)")
     return problems
 
 

@@ -83,6 +83,34 @@ rule assoc_rank:
         STEP
 
 
+rule assoc_rank_check:
+    """S1.rank-capacity: is W = Q R^T trained to its optimum? Retrain the rank run of (kappa, d) with
+    more steps, other learning rates and initialisations on the loads around its capacity."""
+    output:
+        table="results/assoc/rank_check_rank{kappa}_d{d}.csv",
+    wildcard_constraints:
+        kappa=r"[0-9.]+",
+        d=r"\d+",
+    input:
+        baseline=rules.assoc_rank.output.table,
+        code=step_code("assoc"),
+    params:
+        step="assoc.rank_check",
+        json=lambda w: as_json(
+            {k: v for k, v in ASSOC["trained"].items() if k not in ("d", "decoupled_d", "alphas")},
+            alphas=ASSOC["rank"]["alphas"], window=ASSOC["rank"]["check_window"], d=int(w.d),
+            rank_fraction=float(w.kappa), seed=ASSOC["seed"],
+        ),
+        io=runner_io,
+    threads: config["threads"]
+    resources:
+        gpu=1,
+    log:
+        "logs/assoc/rank_check_rank{kappa}_d{d}.log",
+    shell:
+        STEP
+
+
 # Named inputs trained_<run> / spectra_<run>: full rank per (problem, d), rank-constrained per kappa.
 ASSOC_RUN_WILDCARDS = {f"{problem}_d{d}": {"problem": problem, "d": d} for problem, d in ASSOC_TRAINED}
 ASSOC_RANK_WILDCARDS = {
@@ -98,6 +126,7 @@ ASSOC_SUMMARY_PARAMS = {
     "capacity_accuracy": ASSOC["capacity_accuracy"],
     "spectrum_d": ASSOC["spectrum_d"],
     "rank_d": ASSOC["rank"]["d"],
+    "rank_alphas": ASSOC["rank"]["alphas"],
 }
 
 
@@ -109,6 +138,7 @@ rule assoc_summary:
         **ASSOC_TABLES,
         **ASSOC_SPECTRA,
         hebbian=rules.assoc_hebbian.output.table,
+        rank_check=expand(rules.assoc_rank_check.output.table, kappa=f"{ASSOC['rank']['check_kappa']:g}", d=ASSOC["rank"]["d"]),
         code=step_code("assoc"),
     params:
         step="assoc.summary",
