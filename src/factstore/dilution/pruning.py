@@ -1,0 +1,69 @@
+"""Dilution masks and the max dilution of a sweep.
+
+Masks are torch.nn.utils.prune reparametrisations (weight = weight_orig * weight_mask, applied in
+a forward pre-hook), so they stay applied through every later training step: the optimiser moves
+weight_orig, and the masked entries of the effective weight stay exactly zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils import prune
+
+
+def dilute_randomly(module: nn.Module, rate: float, generator: torch.Generator, name: str = "weight") -> None:
+    """Remove a fraction `rate` of `module.<name>`'s entries chosen uniformly at random (a fixed
+    mask through prune.custom_from_mask, drawn from `generator` so a sweep is reproducible)."""
+    weight = getattr(module, name)
+    count = int(round(rate * weight.numel()))
+    mask = torch.ones(weight.numel(), dtype=weight.dtype)
+    if count > 0:
+        mask[torch.randperm(weight.numel(), generator=generator)[:count]] = 0
+    prune.custom_from_mask(module, name, mask.view_as(weight).to(weight.device))
+
+
+def prune_by_magnitude(parameters: Sequence[tuple[nn.Module, str]], rate: float) -> None:
+    """Global magnitude pruning: zero the fraction `rate` of the smallest |w| over all the given
+    (module, parameter name) pairs together (prune.global_unstructured with L1Unstructured)."""
+    if rate <= 0:
+        for module, name in parameters:
+            prune.identity(module, name)
+        return
+    prune.global_unstructured(list(parameters), pruning_method=prune.L1Unstructured, amount=float(rate))
+
+
+def zero_fraction(parameters: Sequence[tuple[nn.Module, str]]) -> float:
+    """Fraction of exactly-zero entries of the effective weights (after masks)."""
+    zeros = total = 0
+    for module, name in parameters:
+        weight = getattr(module, name)
+        zeros += int((weight == 0).sum())
+        total += weight.numel()
+    return zeros / max(total, 1)
+
+
+def max_dilution(rates: Sequence[float], accuracies: Sequence[float], baseline: float, tolerance: float) -> float:
+    """The largest rate of the plateau: every rate up to it keeps accuracy >= baseline (1 - tolerance).
+
+    rates: the sweep's dilution rates (any order; 0 is the undiluted net); accuracies: the
+    (seed-averaged) accuracy at each; tolerance: the relative drop still counted as the plateau.
+    Returns 0 when even the smallest diluted rate falls off.
+    """
+    order = np.argsort(np.asarray(rates, dtype=float))
+    threshold = baseline * (1 - tolerance)
+    best = 0.0
+    for index in order:
+        if accuracies[index] < threshold:
+            break
+        best = float(rates[index])
+    return best
+
+
+def kept_fraction_ratio(max_dilutions: Sequence[float]) -> float:
+    """max / min of the kept weight fractions 1 - d over a set of max dilutions (1 = identical)."""
+    kept = 1 - np.asarray(max_dilutions, dtype=float)
+    return float(kept.max() / kept.min()) if kept.min() > 0 else float("inf")

