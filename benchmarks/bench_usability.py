@@ -25,9 +25,9 @@ from factstore.usability.training import TrainingSettings, usability
 
 # (d, F, NTK width): the default study's largest F at d = 64 and the seed's d = 128 at F = 2^12.
 SIZES = {"default": (64, 256, 8192), "paper": (128, 4096, 65536)}
-SETTINGS = {
-    "default": TrainingSettings(learning_rate=0.01, warmup_steps=20, batch_size=1024, max_steps=300, eval_repeats=2),
-    "paper": TrainingSettings(learning_rate=0.01, warmup_steps=50, batch_size=4096, max_steps=4000, eval_repeats=4),
+SETTINGS = {  # the default and paper configs
+    "default": TrainingSettings(learning_rate=0.01, warmup_steps=20, batch_size=1024, max_steps=300, patience=60, eval_repeats=2),
+    "paper": TrainingSettings(learning_rate=0.01, warmup_steps=50, batch_size=4096, max_steps=4000, patience=1000, eval_repeats=4),
 }
 LENGTHS = {"prefix_min": 8, "prefix_max": 16, "suffix_min": 8, "suffix_max": 16}
 

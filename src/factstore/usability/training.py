@@ -5,7 +5,8 @@ over the whole vocabulary). An epoch shows every fact once, each in a fresh rand
 in batches of `batch_size` sequences (at the default scale one batch holds a whole fact set).
 Training stops at the end of the first epoch whose recall reaches the stop accuracy, capped by
 what the hosted MLP stores on its own (a Transformer cannot recall more facts through an MLP
-than the MLP stores, unless it memorises around it), or after max_steps updates.
+than the MLP stores, unless it memorises around it), when no epoch has beaten the best recall for
+`patience` updates (a plateau), or after max_steps updates.
 
 Usability (the seed's "fact-adaptive accuracy"): after training, an MLP built the same way for
 a NEW random fact map on the same embeddings replaces the one trained with, and recall is
@@ -36,6 +37,7 @@ class TrainingSettings:
     weight_decay: float = 0.0
     batch_size: int = 1024
     max_steps: int = 1000
+    patience: int | None = None  # also stop when no epoch beat the best recall for this many updates
     stop_accuracy: float = 1.0
     eval_repeats: int = 2  # fresh junk contexts per fact when recall is measured
 
@@ -74,7 +76,7 @@ def train_attention(
 
     ceiling: the hosted MLP's own accuracy; training stops once an epoch's recall reaches
     min(settings.stop_accuracy, ceiling). Returns {steps, epochs, seconds, train_accuracy (the last
-    epoch's, measured on the batches before each update), stop ('target' | 'max_steps'), loss}.
+    epoch's, measured on the batches before each update), stop ('target' | 'plateau' | 'max_steps'), loss}.
     """
     device = model.embedding.weight.device
     optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=settings.learning_rate,
@@ -84,6 +86,7 @@ def train_attention(
     stop_at = min(settings.stop_accuracy, ceiling)
     started, steps, epochs, stop = time.perf_counter(), 0, 0, "max_steps"
     accuracy, loss_value = 0.0, float("nan")
+    best, best_step = -1.0, 0
     model.train()
     while steps < settings.max_steps:
         order = torch.randperm(task.vocabulary.n_facts, generator=generator)
@@ -107,6 +110,11 @@ def train_attention(
         accuracy, loss_value = float(correct) / seen, float(loss.detach())
         if seen == task.vocabulary.n_facts and accuracy >= stop_at:
             stop = "target"
+            break
+        if accuracy > best:
+            best, best_step = accuracy, steps
+        elif settings.patience is not None and steps - best_step >= settings.patience:
+            stop = "plateau"
             break
     model.eval()
     return {"steps": steps, "epochs": epochs, "seconds": time.perf_counter() - started,
