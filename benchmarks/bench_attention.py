@@ -14,8 +14,9 @@ import time
 
 import torch
 
-from factstore import attention as att
 from factstore import io, provenance
+from factstore.attention.capacity import TrainSettings, attention_capacity, fit_sizes
+from factstore.attention.model import CONTEXT_KINDS, AttentionShape, make_dataset
 from factstore.device import select_device
 
 
@@ -26,12 +27,12 @@ def _synchronise(device: torch.device) -> None:
 
 def seconds_per_step(pool, sizes, shape, device, steps: int = 30) -> float:
     """Wall seconds of one full-batch step training len(sizes) models side by side."""
-    settings = att.TrainSettings(max_steps=steps, warmup_steps=1, target_accuracy=2.0)  # never stops early
+    settings = TrainSettings(max_steps=steps, warmup_steps=1, target_accuracy=2.0)  # never stops early
     generator = torch.Generator().manual_seed(1)
-    att.fit_sizes(pool, sizes, shape, att.TrainSettings(max_steps=3, warmup_steps=1), generator, device)  # warm-up
+    fit_sizes(pool, sizes, shape, TrainSettings(max_steps=3, warmup_steps=1), generator, device)  # warm-up
     _synchronise(device)
     start = time.perf_counter()
-    att.fit_sizes(pool, sizes, shape, settings, generator, device)
+    fit_sizes(pool, sizes, shape, settings, generator, device)
     _synchronise(device)
     return (time.perf_counter() - start) / steps
 
@@ -44,19 +45,19 @@ def main() -> None:
     parser.add_argument("--d", type=int, default=16)
     parser.add_argument("--d-head", type=int, default=8)
     parser.add_argument("--n-context", type=int, default=8)
-    parser.add_argument("--context", default="shared", choices=att.CONTEXT_KINDS)
+    parser.add_argument("--context", default="shared", choices=CONTEXT_KINDS)
     parser.add_argument("--max-steps", type=int, default=1000)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
     device = select_device(args.device)
-    shape = att.AttentionShape(d=args.d, heads=args.heads, d_head=args.d_head, d_value=args.d_head, n_classes=100)
-    pool = att.make_dataset(8192, args.d, args.n_context, 100, args.context, torch.Generator().manual_seed(0))
-    settings = att.TrainSettings(lr=0.05, max_steps=args.max_steps, warmup_steps=args.max_steps // 20)
+    shape = AttentionShape(d=args.d, heads=args.heads, d_head=args.d_head, d_value=args.d_head, n_classes=100)
+    pool = make_dataset(8192, args.d, args.n_context, 100, args.context, torch.Generator().manual_seed(0))
+    settings = TrainSettings(lr=0.05, max_steps=args.max_steps, warmup_steps=args.max_steps // 20)
 
     start = time.perf_counter()
-    search, fits = att.attention_capacity(pool, shape, settings, torch.Generator().manual_seed(2), start=32,
-                                          probes_per_round=2, relative_resolution=0.1, device=device)
+    search, fits = attention_capacity(pool, shape, settings, torch.Generator().manual_seed(2), start=32,
+                                      probes_per_round=2, relative_resolution=0.1, device=device)
     _synchronise(device)
     search_s = time.perf_counter() - start
 

@@ -75,7 +75,7 @@ def bench_construction(n_facts: int, dim: int, ntk_width: int, seed: int) -> dic
                 "accuracy": ntk_accuracy, "accuracy_by_width": sweep, "accuracy_by_width_seconds": sweep_seconds},
     }
     search, search_seconds, _ = timed(
-        smallest_width, "encoder_decoder", facts, 1.0, torch.Generator().manual_seed(1), solver="gram"
+        smallest_width, "ed_gated_v", facts, 1.0, torch.Generator().manual_seed(1), solver="gram"
     )
     code_size = search.width
     result["encoder_decoder"] = {"code_size": code_size, "n_params": search.n_params,

@@ -18,11 +18,10 @@ from pathlib import Path
 
 import torch
 
-from factstore import io
-from factstore import ntk_theory as ntk
+from factstore import io, tangent_kernel
 
 
-def closed_form_ntk(params: ntk.Params, x: torch.Tensor) -> torch.Tensor:
+def closed_form_ntk(params: tangent_kernel.Params, x: torch.Tensor) -> torch.Tensor:
     """The same empirical NTK written out by hand (both layers' gradient inner products)."""
     W, a = params["W"], params["a"]
     pre = x @ W.T / math.sqrt(W.shape[1])
@@ -60,13 +59,13 @@ def main() -> None:
     device = torch.device(args.device)
 
     generator = torch.Generator().manual_seed(0)
-    x = ntk.sphere_inputs(args.inputs, args.dim, generator).to(device)
-    model = ntk.TwoLayerReLU(args.dim, args.width, generator).to(device)
-    params = ntk.network_params(model)
+    x = tangent_kernel.sphere_inputs(args.inputs, args.dim, generator).to(device)
+    model = tangent_kernel.TwoLayerReLU(args.dim, args.width, generator).to(device)
+    params = tangent_kernel.network_params(model)
     candidates = {
-        "empirical_ntk (torch.func)": lambda: ntk.empirical_ntk(model, params, x, chunk_size=args.chunk_size),
+        "empirical_ntk (torch.func)": lambda: tangent_kernel.empirical_ntk(model, params, x, chunk_size=args.chunk_size),
         "closed form (by hand)": lambda: closed_form_ntk(params, x),
-        "analytic_ntk (infinite width)": lambda: ntk.analytic_ntk(x),
+        "analytic_ntk (infinite width)": lambda: tangent_kernel.analytic_ntk(x),
     }
     setup = {"width": args.width, "inputs": args.inputs, "dim": args.dim, "chunk_size": args.chunk_size,
              "threads": args.threads, "device": str(device), "dtype": "float64"}

@@ -1,4 +1,4 @@
-"""Tests of the multi-head attention memorisation study (factstore.attention, S4)."""
+"""Tests of the multi-head attention memorisation study (the factstore.attention package, S4)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,19 @@ import math
 import pytest
 import torch
 
-from factstore import attention as att
+from factstore.attention.assumptions import check_assumptions, context_ranks, kruskal_rank_estimate, random_subset_ranks
+from factstore.attention.capacity import TrainSettings, attention_capacity, fit_sizes, warmup_cosine
+from factstore.attention.model import (
+    CONTEXT_KINDS,
+    AttentionShape,
+    MemorisationData,
+    MultiHeadAttentionMemory,
+    make_dataset,
+    softmax_last,
+)
+from factstore.experiments.attention import saturation_point, slopes_around
+from factstore.search import search_largest
+from factstore.statistics import linear_fit
 
 
 @pytest.fixture(autouse=True)
@@ -23,8 +35,8 @@ def generator(seed: int = 0) -> torch.Generator:
 
 
 def test_forward_shapes_and_parameter_count():
-    shape = att.AttentionShape(d=12, heads=3, d_head=5, d_value=4, n_classes=7)
-    model = att.MultiHeadAttentionMemory(shape, generator())
+    shape = AttentionShape(d=12, heads=3, d_head=5, d_value=4, n_classes=7)
+    model = MultiHeadAttentionMemory(shape, generator())
     queries, contexts = torch.rand(10, 12), torch.rand(10, 6, 12)  # B = 10 examples, n = 6 context tokens
     assert model(queries, contexts).shape == (10, 7)
     assert model(queries, contexts[0]).shape == (10, 7)  # one shared context (n, d)
@@ -34,8 +46,8 @@ def test_forward_shapes_and_parameter_count():
 
 def test_forward_matches_the_papers_per_head_formula():
     """o = sum_h W_O,h^T W_V,h^T E^T softmax(E W_K,h W_Q,h^T e / sqrt(d_h)), y = W_D^T o."""
-    shape = att.AttentionShape(d=6, heads=2, d_head=3, d_value=4, n_classes=5)
-    model = att.MultiHeadAttentionMemory(shape, generator(1)).double()
+    shape = AttentionShape(d=6, heads=2, d_head=3, d_value=4, n_classes=5)
+    model = MultiHeadAttentionMemory(shape, generator(1)).double()
     queries, contexts = torch.rand(3, 6, dtype=torch.float64), torch.rand(3, 4, 6, dtype=torch.float64)
     e, context = queries[1], contexts[1]
     output = torch.zeros(6, dtype=torch.float64)
@@ -51,15 +63,15 @@ def test_forward_matches_the_papers_per_head_formula():
 @pytest.mark.parametrize("length", [2, 8, 16, 40])
 def test_softmax_last_matches_torch(length):
     logits = torch.randn(3, 4, length) * 20
-    torch.testing.assert_close(att.softmax_last(logits), logits.softmax(dim=-1))
+    torch.testing.assert_close(softmax_last(logits), logits.softmax(dim=-1))
 
 
 # ----------------------------------------------------------------------------------------- data
 
 
-@pytest.mark.parametrize("context", att.CONTEXT_KINDS)
+@pytest.mark.parametrize("context", CONTEXT_KINDS)
 def test_dataset_shapes_and_prefixes(context):
-    data = att.make_dataset(50, d=8, n_context=5, n_classes=10, context=context, generator=generator())
+    data = make_dataset(50, d=8, n_context=5, n_classes=10, context=context, generator=generator())
     assert data.queries.shape == (50, 8) and data.labels.shape == (50,)
     assert data.contexts.shape == ((5, 8) if context == "shared" else (50, 5, 8))
     assert data.shared_context == (context == "shared") and data.context_size == 5
@@ -73,38 +85,38 @@ def test_dataset_shapes_and_prefixes(context):
 
 def test_unknown_context_kind_is_refused():
     with pytest.raises(ValueError, match="context must be one of"):
-        att.make_dataset(5, 4, 2, 3, "rotating", generator())
+        make_dataset(5, 4, 2, 3, "rotating", generator())
 
 
 # ------------------------------------------------------------------------------------- training
 
 
 def test_warmup_cosine_schedule():
-    settings = att.TrainSettings(max_steps=100, warmup_steps=10, final_lr_fraction=0.1)
-    factors = [att.warmup_cosine(step, settings) for step in range(100)]
+    settings = TrainSettings(max_steps=100, warmup_steps=10, final_lr_fraction=0.1)
+    factors = [warmup_cosine(step, settings) for step in range(100)]
     assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
     assert factors[10] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(factors[10:], factors[11:]))
-    assert att.warmup_cosine(100, settings) == pytest.approx(0.1)
+    assert warmup_cosine(100, settings) == pytest.approx(0.1)
 
 
 def test_models_trained_side_by_side_see_only_their_own_examples():
     """A model on the first 12 examples ignores the rest of the batch (its labels, its count)."""
-    shape = att.AttentionShape(d=8, heads=2, d_head=4, d_value=4, n_classes=5)
-    settings = att.TrainSettings(lr=1e-2, max_steps=30, warmup_steps=3, target_accuracy=2.0)  # never stops early
-    pool = att.make_dataset(30, 8, 4, 5, "per_example", generator(0))
-    relabelled = att.MemorisationData(pool.queries, pool.contexts, torch.cat([pool.labels[:12], pool.labels[12:].flip(0)]))
-    first = att.fit_sizes(pool, [12, 30], shape, settings, generator(7))
-    second = att.fit_sizes(relabelled, [12, 20], shape, settings, generator(7))
+    shape = AttentionShape(d=8, heads=2, d_head=4, d_value=4, n_classes=5)
+    settings = TrainSettings(lr=1e-2, max_steps=30, warmup_steps=3, target_accuracy=2.0)  # never stops early
+    pool = make_dataset(30, 8, 4, 5, "per_example", generator(0))
+    relabelled = MemorisationData(pool.queries, pool.contexts, torch.cat([pool.labels[:12], pool.labels[12:].flip(0)]))
+    first = fit_sizes(pool, [12, 30], shape, settings, generator(7))
+    second = fit_sizes(relabelled, [12, 20], shape, settings, generator(7))
     assert first[0].best_accuracy == second[0].best_accuracy
     assert first[0].final_accuracy == second[0].final_accuracy
     assert [fit.size for fit in first] == [12, 30] and first[1].n_params == shape.n_params()
 
 
 def test_fits_a_tiny_dataset_and_stops_early():
-    shape = att.AttentionShape(d=8, heads=2, d_head=4, d_value=4, n_classes=10)
-    pool = att.make_dataset(16, 8, 4, 10, "shared", generator(0))
-    (fit,) = att.fit_sizes(pool, [16], shape, att.TrainSettings(lr=3e-2, max_steps=600, warmup_steps=10), generator(1))
+    shape = AttentionShape(d=8, heads=2, d_head=4, d_value=4, n_classes=10)
+    pool = make_dataset(16, 8, 4, 10, "shared", generator(0))
+    (fit,) = fit_sizes(pool, [16], shape, TrainSettings(lr=3e-2, max_steps=600, warmup_steps=10), generator(1))
     assert fit.fitted and fit.best_accuracy == 1.0
     assert fit.steps_run == fit.fitted_at_step + 1 < 600
 
@@ -126,7 +138,7 @@ def threshold_fit(capacity: int, calls: list | None = None):
 @pytest.mark.parametrize("probes_per_round", [1, 2, 3])
 @pytest.mark.parametrize("true_capacity", [1, 37, 50, 1000])
 def test_search_finds_the_exact_capacity_of_a_stub(true_capacity, probes_per_round):
-    search = att.search_capacity(
+    search = search_largest(
         threshold_fit(true_capacity), start=10, probes_per_round=probes_per_round, relative_resolution=0.0
     )
     assert search.capacity == true_capacity
@@ -136,22 +148,22 @@ def test_search_finds_the_exact_capacity_of_a_stub(true_capacity, probes_per_rou
 
 def test_search_brackets_downward_and_batches_its_probes():
     calls = []
-    search = att.search_capacity(threshold_fit(5, calls), start=100, probes_per_round=2, relative_resolution=0.0)
+    search = search_largest(threshold_fit(5, calls), start=100, probes_per_round=2, relative_resolution=0.0)
     assert search.capacity == 5
     assert calls[0] == [100, 200] and calls[1] == [25, 50] and all(len(c) <= 2 for c in calls)
 
 
 def test_search_stops_at_the_requested_resolution():
-    search = att.search_capacity(threshold_fit(1000), start=64, relative_resolution=0.1)
+    search = search_largest(threshold_fit(1000), start=64, relative_resolution=0.1)
     assert search.capacity <= 1000 < search.smallest_failure <= search.capacity * 1.1 + 1
 
 
 def test_search_edge_cases():
-    assert att.search_capacity(lambda sizes: [0.0] * len(sizes), start=8).capacity == 0
-    everything = att.search_capacity(lambda sizes: [1.0] * len(sizes), start=8, max_size=100)
+    assert search_largest(lambda sizes: [0.0] * len(sizes), start=8).capacity == 0
+    everything = search_largest(lambda sizes: [1.0] * len(sizes), start=8, max_size=100)
     assert everything.capacity == 100 and everything.smallest_failure is None
     # An optimisation failure at 16 below a fit at 32: nested data, so the fit at 32 stands.
-    noisy = att.search_capacity(
+    noisy = search_largest(
         lambda sizes: [0.9 if s == 16 else float(s <= 40) for s in sizes], start=16, probes_per_round=2, relative_resolution=0.0
     )
     assert noisy.capacity == 40 and noisy.smallest_failure == 41
@@ -159,10 +171,10 @@ def test_search_edge_cases():
 
 def test_capacity_of_a_tiny_real_model():
     """A 2-head layer with ~300 weights memorises some tens of random 10-class labels, not 400."""
-    shape = att.AttentionShape(d=8, heads=2, d_head=4, d_value=4, n_classes=10)
-    pool = att.make_dataset(400, 8, 4, 10, "shared", generator(0))
-    settings = att.TrainSettings(lr=3e-2, max_steps=400, warmup_steps=20)
-    search, fits = att.attention_capacity(
+    shape = AttentionShape(d=8, heads=2, d_head=4, d_value=4, n_classes=10)
+    pool = make_dataset(400, 8, 4, 10, "shared", generator(0))
+    settings = TrainSettings(lr=3e-2, max_steps=400, warmup_steps=20)
+    search, fits = attention_capacity(
         pool, shape, settings, generator(1), start=16, probes_per_round=2, relative_resolution=0.25
     )
     assert 8 <= search.capacity < 400 and search.smallest_failure is not None
@@ -175,32 +187,32 @@ def test_capacity_of_a_tiny_real_model():
 
 def test_context_ranks():
     contexts = torch.rand(5, 4, 10, generator=generator())
-    assert att.context_ranks(contexts).tolist() == [4] * 5
+    assert context_ranks(contexts).tolist() == [4] * 5
     contexts[2, 3] = contexts[2, 0] + contexts[2, 1]  # one dependent row
-    assert att.context_ranks(contexts).tolist() == [4, 4, 3, 4, 4]
+    assert context_ranks(contexts).tolist() == [4, 4, 3, 4, 4]
 
 
 def test_random_subset_ranks_catch_dependent_vectors():
     vectors = torch.rand(30, 6, generator=generator())
-    assert att.random_subset_ranks(vectors, 6, 200, generator(1)).eq(6).all()
+    assert random_subset_ranks(vectors, 6, 200, generator(1)).eq(6).all()
     vectors[:, 5] = vectors[:, 4]  # now every subset lies in a 5-dim space
-    assert att.random_subset_ranks(vectors, 6, 50, generator(1)).max() == 5
+    assert random_subset_ranks(vectors, 6, 50, generator(1)).max() == 5
 
 
 def test_kruskal_rank_estimate():
     vectors = torch.rand(40, 7, generator=generator())
-    assert att.kruskal_rank_estimate(vectors, 100, generator(1)) == 7
+    assert kruskal_rank_estimate(vectors, 100, generator(1)) == 7
     vectors[:, 6] = 2 * vectors[:, 5]  # every subset now lies in a 6-dim space
-    assert att.kruskal_rank_estimate(vectors, 100, generator(1)) == 6
+    assert kruskal_rank_estimate(vectors, 100, generator(1)) == 6
     vectors[1] = vectors[0]  # a repeated vector: Kruskal rank 1; found when a subset holds both
-    assert att.kruskal_rank_estimate(vectors[:4], 50, generator(1)) == 1
+    assert kruskal_rank_estimate(vectors[:4], 50, generator(1)) == 1
 
 
 def test_check_assumptions_holds_for_n_below_d_and_fails_above():
-    ok = att.check_assumptions(att.make_dataset(100, 16, 8, 10, "per_example", generator()), 100, generator(1))
+    ok = check_assumptions(make_dataset(100, 16, 8, 10, "per_example", generator()), 100, generator(1))
     assert ok["context_full_rank"] == 1.0 and ok["kruskal_subsets_full_rank"] == 1.0
     assert ok["kruskal_rank_estimate"] == 16 and ok["n_contexts"] == 100
-    too_long = att.check_assumptions(att.make_dataset(100, 8, 12, 10, "shared", generator()), 100, generator(1))
+    too_long = check_assumptions(make_dataset(100, 8, 12, 10, "shared", generator()), 100, generator(1))
     assert too_long["context_full_rank"] == 0.0 and too_long["context_rank_min"] == 8
     assert too_long["kruskal_subsets_full_rank"] == 0.0
 
@@ -209,12 +221,12 @@ def test_check_assumptions_holds_for_n_below_d_and_fails_above():
 
 
 def test_linear_fit_and_slopes_around_a_knee():
-    fit = att.linear_fit([1, 2, 4, 8], [3, 5, 9, 17])
-    assert fit["slope"] == pytest.approx(2) and fit["intercept"] == pytest.approx(1) and fit["r2"] == pytest.approx(1)
-    slopes = att.slopes_around([2, 4, 8, 16, 32], [20, 40, 80, 81, 83], knee=8)
-    assert slopes["slope_below"] == pytest.approx(10) and slopes["slope_above"] == pytest.approx(1 / 8)
+    fit = linear_fit([1, 2, 4, 8], [3, 5, 9, 17])
+    assert fit.slope == pytest.approx(2) and fit.intercept == pytest.approx(1) and fit.r2 == pytest.approx(1)
+    slopes = slopes_around([2, 4, 8, 16, 32], [20, 40, 80, 81, 83], knee=8)
+    assert slopes.below == pytest.approx(10) and slopes.above == pytest.approx(1 / 8)
     with pytest.raises(ValueError, match="two points on each side"):
-        att.slopes_around([2, 4, 8], [1, 2, 3], knee=8)
+        slopes_around([2, 4, 8], [1, 2, 3], knee=8)
 
 
 # ------------------------------------------------------------------------- experiment steps
@@ -237,7 +249,7 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
         run_step("attention.capacity", common | {"layer": layer}, {}, outputs)
         inputs |= {f"{kind}__heads__shared__{heads}": path for kind, path in outputs.items()}
     row = read_table(tmp_path / "capacity_H2.csv").iloc[0]
-    assert row["heads"] == 2 and row["n_params"] == att.AttentionShape(6, 2, 3, 3, 10).n_params()
+    assert row["heads"] == 2 and row["n_params"] == AttentionShape(6, 2, 3, 3, 10).n_params()
     assert row["context_full_rank"] == 1.0 and row["theory_scale"] == 2 * 3
     assert len(read_table(tmp_path / "probes_H2.csv")) == row["n_probes"]
 
@@ -249,7 +261,44 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
 
 
 def test_saturation_point_finds_the_knee():
-    from factstore.experiments.attention import saturation_point
-
     assert saturation_point([1, 2, 4, 8, 16], [10, 20, 40, 80, 82], knee=8) == 8
     assert saturation_point([1, 2, 4, 8, 16], [10, 75, 80, 81, 80], knee=8) == 2  # saturates before n
+
+
+def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
+    """Every metric the summary writes, for every sweep and both context kinds, is a literal string
+    of factstore/experiments/attention.py (the per-layer capacities: a literal template plus the
+    swept value), so a search for a claim's metric finds the code that computes it."""
+    import inspect
+    import re
+
+    import pandas as pd
+
+    import factstore.experiments.attention
+    from factstore.__main__ import run_step
+    from factstore.io import read_table
+
+    base = {"d": 8, "heads": 2, "d_head": 4, "d_value": 4, "n_context": 4, "n_classes": 100, "memorised_examples": 50.0,
+            "n_params": 1000, "bits_per_parameter": 0.5, "theory_scale": 8, "context_full_rank": 1.0,
+            "kruskal_subsets_full_rank": 1.0}
+    inputs = {}
+    for context in CONTEXT_KINDS:
+        for sweep, values in (("heads", (1, 2, 4)), ("n_context", (2, 4, 8)), ("d_head", (1, 2, 4, 8))):
+            for value in values:
+                row = base | {sweep: value, "context": context, "capacity": 10 * value + len(context)}
+                for kind, table in (("capacity", [row]), ("probes", [{"context": context, "size": 1}])):
+                    path = tmp_path / f"{kind}_{sweep}_{context}_{value}.csv"
+                    pd.DataFrame(table).to_csv(path, index=False)
+                    inputs[f"{kind}__{sweep}__{context}__{value}"] = str(path)
+    outputs = {kind: str(tmp_path / f"summary_{kind}.csv") for kind in ("capacity", "probes", "metrics")}
+    run_step("attention.summary", {}, inputs, outputs)
+    names = read_table(outputs["metrics"])["metric"].tolist()
+
+    source = inspect.getsource(factstore.experiments.attention)
+    literals = set(re.findall(r'"([a-z0-9_{}]+)"', source))
+    templates = [re.compile(re.escape(t).replace(r"\{value\}", "[0-9]+") + "$") for t in literals if "{value}" in t]
+    assert len(names) == 2 * 10 + 2 * (4 + 2 + 4) + 3  # per layer, fits per sweep and context kind, overall
+    for name in names:
+        assert name in literals or any(t.match(name) for t in templates), name
+    assert {"heads_linear_r2", "context_spearman_per_example", "head_dim_saturation_ratio",
+            "capacity_d_head8_per_example"} <= set(names)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from factstore import claims
+from factstore.code_dependencies import source_files
 from conftest import REPOSITORY
 
 SPEC = REPOSITORY.parent / "shared" / "SPEC.md"
@@ -24,10 +26,25 @@ def test_registry_has_exactly_the_spec_ids():
     assert {claim_id[:2] for claim_id in ids} == {"S0", "S1", "S2", "S3", "S4"}
 
 
-def test_every_check_names_a_metric_of_its_result():
+def _checked_metrics():
     for claim in claims.load_registry(REPOSITORY / "config/claims.yaml"):
-        if claim.get("checks"):
-            assert claim["result"].startswith("results/") and claim["result"].endswith("metrics.csv")
+        for check in claim.get("checks", []):
+            yield claim["id"], claim["result"], check["metric"]
+
+
+@pytest.mark.parametrize("claim_id, result, metric", list(_checked_metrics()))
+def test_every_metric_a_claim_reads_is_written_literally_by_its_study(claim_id, result, metric):
+    """claim -> metric -> code in one grep: the metric's name appears as a string literal in the
+    code of the study's steps (the step module or a module it imports)."""
+    study = re.fullmatch(r"results/(\w+)/metrics\.csv", result)
+    assert study, f"{claim_id}: result {result} is not a study's metrics table"
+    # The study's step modules: experiments/<study>.py and experiments/<study>_*.py (e.g. mlp_summary).
+    steps = sorted(p.stem for p in (REPOSITORY / "src/factstore/experiments").glob("*.py")
+                   if p.stem == study.group(1) or p.stem.startswith(study.group(1) + "_"))
+    files = source_files([f"factstore.experiments.{step}" for step in steps], REPOSITORY / "src")
+    assert any(f'"{metric}"' in Path(file).read_text() for file in files), (
+        f"{claim_id}: no literal \"{metric}\" in the code of factstore.experiments.{study.group(1)}"
+    )
 
 
 def test_evaluation_statuses(tmp_path):
@@ -58,3 +75,22 @@ def test_duplicate_ids_are_rejected(tmp_path):
     path.write_text("- {id: A, work: w, statement: s, scale: paper}\n- {id: A, work: w, statement: s, scale: paper}\n")
     with pytest.raises(claims.ClaimsError, match="appears twice"):
         claims.load_registry(path)
+
+
+def test_a_range_changed_without_a_revised_record_is_caught():
+    claim = {"id": "X", "work": "w", "statement": "s", "scale": "paper", "result": "r.csv",
+             "checks": [{"metric": "slope", "max": -0.4}],
+             "revised": [{"date": "2026-11-30", "previous_statement": "old", "reason": "SPEC revision",
+                          "previous_checks": [{"metric": "slope", "min": -0.6, "max": -0.4}],
+                          "checks": [{"metric": "slope", "max": -0.4}]}]}
+    assert claims.unrecorded_range_changes([claim]) == []
+    silently_changed = claim | {"checks": [{"metric": "slope", "max": -0.3}]}
+    assert claims.unrecorded_range_changes([silently_changed]) == ["X"]
+    record = claims.evaluate_claim(claim, {"r.csv": pd.DataFrame({"metric": ["slope"], "value": [-0.5]})}, "default")
+    assert record["status"] == "PASS" and "was \"old\" (slope in [-0.6, -0.4])" in record["revised"][0]
+    assert "| ↳ X |" in claims.markdown([record])
+
+
+def test_every_revised_claim_keeps_the_range_of_its_last_revision():
+    registry = claims.load_registry(REPOSITORY / "config/claims.yaml")
+    assert claims.unrecorded_range_changes(registry) == []

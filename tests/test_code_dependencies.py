@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +13,6 @@ from factstore.code_dependencies import imported_modules, source_files
 
 SOURCE = REPOSITORY / "src"
 STEP_MODULES = sorted(p.stem for p in (SOURCE / "factstore/experiments").glob("*.py") if p.stem != "__init__")
-PLOT_MODULES = sorted(p.stem for p in (SOURCE / "factstore/plots").glob("*.py") if p.stem not in ("__init__", "style"))
 
 
 def _write(root: Path, name: str, text: str) -> None:
@@ -53,8 +50,12 @@ def test_a_step_module_loads_no_factstore_file_its_derived_list_misses(module):
     assert not missing, f"experiments.{module} loads {sorted(map(str, missing))}, not in its derived code list"
 
 
-@pytest.mark.parametrize("module", PLOT_MODULES)
-def test_plots_depend_on_the_library_only(module):
-    imported = imported_modules(f"factstore.plots.{module}", SOURCE)
-    assert not {m for m in imported if m.startswith("factstore.experiments")}
-    assert callable(getattr(importlib.import_module(f"factstore.plots.{module}"), "FIGURES", {}).get) or module == "overview"
+def test_a_figure_caption_is_the_first_paragraph_of_its_function_docstring(tmp_path):
+    from factstore.report import figure_caption
+
+    plots = tmp_path / "plots.py"
+    plots.write_text('def shown(tables, params):\n    """What it shows,\n    on two lines.\n\n    Details."""\n\n'
+                     'FIGURES = {"name": shown}\n')
+    assert figure_caption(plots, "name") == "What it shows, on two lines."
+    with pytest.raises(ValueError, match="no figure 'other'"):
+        figure_caption(plots, "other")

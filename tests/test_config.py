@@ -52,3 +52,68 @@ def test_bad_values_are_named(smoke, edit, message):
     with pytest.raises(config.ConfigError) as error:
         config.validate(broken, "smoke.yaml")
     assert message in str(error.value)
+
+
+def test_data_mirror_is_a_documented_key(smoke):
+    config.validate(copy.deepcopy(smoke) | {"data": smoke["data"] | {"mirror": "../shared/data"}}, "smoke.yaml")
+    config.validate(copy.deepcopy(smoke) | {"data": smoke["data"] | {"mirror": None}}, "smoke.yaml")
+    with pytest.raises(config.ConfigError, match="data.mirror = 3: must be of type"):
+        config.validate(copy.deepcopy(smoke) | {"data": smoke["data"] | {"mirror": 3}}, "smoke.yaml")
+
+
+def test_nested_config_values_are_typed():
+    # What Snakemake hands over for --config threads=2 'data={retries: 2, fewrel_train_wiki: false}'
+    # 'assoc={hebbian: {d: [8, 16]}}' scale=smoke
+    parsed = {"threads": 2, "data": {"retries": "2", "fewrel_train_wiki": "false", "mirror": "/m"},
+              "assoc": {"hebbian": {"d": ["8", "16"], "alphas": ["0.5", "1e-1"]}}, "scale": "smoke"}
+    assert config.typed_overrides(parsed) == {
+        "threads": 2, "data": {"retries": 2, "fewrel_train_wiki": False, "mirror": "/m"},
+        "assoc": {"hebbian": {"d": [8, 16], "alphas": [0.5, "1e-1"]}}, "scale": "smoke"}
+
+
+def test_a_bad_config_value_is_blamed_on_config_not_the_file(smoke, tmp_path):
+    path = tmp_path / "smoke.yaml"
+    path.write_text(yaml.safe_dump(smoke))
+    merged = config.merge(copy.deepcopy(smoke), {"data": {"retries": "0"}})  # as Snakemake merged it
+    with pytest.raises(config.ConfigError) as error:
+        config.validate_workflow_config(merged, [str(path)], {"data": {"retries": "0"}})
+    assert str(error.value).startswith(f"invalid --config value (data.retries=0; {path} itself is valid)")
+    assert "data.retries = 0: must be >= 1" in str(error.value)
+
+
+def test_a_bad_file_is_still_blamed_on_the_file(smoke, tmp_path):
+    smoke["data"]["retries"] = 0
+    path = tmp_path / "smoke.yaml"
+    path.write_text(yaml.safe_dump(smoke))
+    merged = config.merge(copy.deepcopy(smoke), {"threads": 2})
+    with pytest.raises(config.ConfigError, match=f"invalid configuration in {path} with --config threads=2"):
+        config.validate_workflow_config(merged, [str(path)], {"threads": 2})
+
+
+def test_good_config_values_are_merged_typed(smoke, tmp_path):
+    path = tmp_path / "smoke.yaml"
+    path.write_text(yaml.safe_dump(smoke))
+    merged = config.merge(copy.deepcopy(smoke), {"data": {"retries": "4"}})
+    config.validate_workflow_config(merged, [str(path)], {"data": {"retries": "4"}})
+    assert merged["data"]["retries"] == 4 and merged["data"]["split_seed"] == smoke["data"]["split_seed"]
+
+
+@pytest.mark.workflow
+def test_snakemake_blames_a_bad_config_value_on_config():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--nolock", "data", "--configfile",
+                           "config/smoke.yaml", "--config", "data={retries: 0}"],
+                          cwd=REPOSITORY, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "factstore: invalid --config value (data.retries=0;" in done.stdout + done.stderr
+
+
+def test_factstore_config_must_agree_with_dvc():
+    dvc_run = {"DVC_STAGE": "assoc"}
+    assert config.dvc_config_conflict(["config/smoke.yaml"], dvc_run | {"FACTSTORE_CONFIG": "config/smoke.yaml"}) is None
+    assert config.dvc_config_conflict(["config/smoke.yaml"], {"FACTSTORE_CONFIG": "config/paper.yaml"}) is None  # no DVC
+    assert config.dvc_config_conflict(["config/smoke.yaml"], dvc_run) is None
+    message = config.dvc_config_conflict(["config/smoke.yaml"], dvc_run | {"FACTSTORE_CONFIG": "config/paper.yaml"})
+    assert message.startswith("FACTSTORE_CONFIG=config/paper.yaml, but DVC runs with config/smoke.yaml")

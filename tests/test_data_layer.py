@@ -46,12 +46,48 @@ def test_unreachable_source_names_every_attempt(tmp_path, monkeypatch):
     assert not target.exists()
 
 
-def test_download_with_wrong_bytes_is_retried_then_fails(tmp_path, monkeypatch):
-    monkeypatch.setattr(fetching, "_download", lambda url, target, timeout: target.write_bytes(b"not it"))
+def test_download_with_wrong_bytes_is_not_retried_and_names_the_url(tmp_path, monkeypatch):
+    calls = []
+
+    def wrong(url, target, timeout):
+        calls.append(url)
+        target.write_bytes(b"not it")
+
+    monkeypatch.setattr(fetching, "_download", wrong)
     monkeypatch.delenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, raising=False)
-    with pytest.raises(fetching.FetchError, match="sha256 mismatch"):
-        fetching.fetch(SOURCES["goodbooks"], tmp_path / "b.csv", retries=2, backoff_s=0)
+    with pytest.raises(fetching.ChecksumError, match="sha256 mismatch for https://raw.githubusercontent.com/") as error:
+        fetching.fetch(SOURCES["goodbooks"], tmp_path / "b.csv", retries=3, backoff_s=0)
+    assert len(calls) == 1, "a deterministic mismatch is not retried"
+    assert "factstore-tmp" not in str(error.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_truncated_download_is_retried(tmp_path, monkeypatch, mirror):
+    import http.client
+
+    calls = []
+
+    def flaky(url, target, timeout):
+        calls.append(url)
+        if len(calls) == 1:
+            raise http.client.IncompleteRead(b"partial")
+        target.write_bytes((mirror / "goodbooks10k/books.csv").read_bytes())
+
+    monkeypatch.setattr(fetching, "_download", flaky)
+    monkeypatch.delenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, raising=False)
+    report = fetching.fetch(SOURCES["goodbooks"], tmp_path / "b.csv", retries=2, backoff_s=0)
+    assert len(calls) == 2 and report["origin"] == SOURCES["goodbooks"].url
+
+
+def test_checksum_error_names_the_mirror_file_not_a_temporary_file(tmp_path):
+    corrupted = tmp_path / "mirror" / "goodbooks10k" / "books.csv"
+    corrupted.parent.mkdir(parents=True)
+    corrupted.write_bytes(b"book_id,authors\n1,x\n")
+    with pytest.raises(fetching.ChecksumError) as error:
+        fetching.fetch(SOURCES["goodbooks"], tmp_path / "out" / "books.csv", mirror=tmp_path / "mirror", retries=1)
+    message = str(error.value)
+    assert f"sha256 mismatch for {corrupted}:" in message and "factstore-tmp" not in message
+    assert message.count("mismatch") == 1
 
 
 def test_git_blob_id_matches_git(tmp_path):
@@ -86,10 +122,163 @@ def test_fewrel_split_is_630_70(mirror):
 
 
 def test_wikipedia_paragraphs_from_the_package(tmp_path):
-    from factstore.experiments.data import fetch_wikipedia
+    from factstore.experiments.fetch import wikipedia as fetch_wikipedia
 
     content = fetch_wikipedia({}, {}, None)["file"]
     (tmp_path / "w.json").write_bytes(content)
     table = prepare.wikipedia_paragraphs(tmp_path / "w.json")
     assert table.title.nunique() == 10033 and 10000 < len(table) < 11000
     assert (table.words > 0).all()
+
+
+# FewRel: unavailable may fall back (loudly), corrupt never.
+
+
+@pytest.fixture
+def fewrel_mirror(tmp_path, mirror, monkeypatch):
+    """A mirror with val_wiki and pid2name but no train_wiki, and no network."""
+    folder = tmp_path / "mirror" / "fewrel"
+    folder.mkdir(parents=True)
+    for name in ("val_wiki.json", "pid2name.json"):
+        (folder / name).symlink_to(mirror / "fewrel" / name)
+
+    def offline(url, target, timeout):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(fetching, "_download", offline)
+    monkeypatch.setenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, str(folder.parent))
+    return folder
+
+
+FETCH_PARAMS = {"retries": 1, "timeout_s": 1, "fewrel_train_wiki": True}
+
+
+def test_unavailable_train_wiki_falls_back_loudly(fewrel_mirror, capsys):
+    from factstore.experiments.fetch import fewrel as fetch_fewrel
+
+    report = fetch_fewrel(FETCH_PARAMS, {}, None)["report"]
+    assert report["source"] == "fewrel_val_wiki" and report["fallback"] is True
+    assert "does not exist" in report["train_wiki_error"]
+    assert "WARNING: FewRel train_wiki.json is unavailable" in capsys.readouterr().err
+
+
+def test_corrupt_train_wiki_is_an_error_never_a_fallback(fewrel_mirror, tmp_path, capsys):
+    from factstore.__main__ import main
+
+    (fewrel_mirror / "train_wiki.json").write_text('{"P1": []}')
+    outputs = {"relations": tmp_path / "out" / "relations.json", "report": tmp_path / "out" / "relations.json.source.json"}
+    code = main(["fetch.fewrel", "--params", json.dumps(FETCH_PARAMS)]
+                + [f"--output={name}={path}" for name, path in outputs.items()])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"git blob id mismatch for {fewrel_mirror / 'train_wiki.json'}" in err and "WARNING" not in err
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+# Raw files are re-verified before preparing; bad rows are named by file, line and field.
+
+
+def test_prepare_rejects_a_raw_file_changed_after_its_fetch(tmp_path, mirror, capsys):
+    from factstore.__main__ import main
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name, source in (("book_authors.csv", "hebbian-mlps/book_authors.csv"), ("goodbooks.csv", "goodbooks10k/books.csv")):
+        (raw / name).write_bytes((mirror / source).read_bytes())
+    text = (raw / "book_authors.csv").read_text().splitlines(keepends=True)
+    text[5] = ",".join(text[5].split(",")[:2]) + ",\n"  # the title of line 6 emptied
+    (raw / "book_authors.csv").write_text("".join(text))
+    out = tmp_path / "processed"
+    code = main(["prepare.goodreads", f"--input=book_authors={raw / 'book_authors.csv'}",
+                 f"--input=goodbooks={raw / 'goodbooks.csv'}", f"--output=facts={out / 'facts.csv'}",
+                 f"--output=goodbooks={out / 'goodbooks.csv'}"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"sha256 mismatch for {raw / 'book_authors.csv'}" in err and "changed after it was fetched" in err
+    assert not out.exists()
+
+
+def _csv(tmp_path, text: str, name: str = "bad.csv"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (",author,book\n0,Ann,Alpha\n1,Bob,\n", r"bad.csv:3: field 'book' is empty"),
+        (",author,book\n0,Ann,Alpha\n1,  ,Beta\n", r"bad.csv:3: field 'author' is empty"),
+        (",author,book\n0,Ann,Alpha\n1,Bob\n", r"bad.csv:3: malformed row: 2 fields, the header has 3"),
+        (",author,book\n0,Ann,Alpha\n1,Bob,Beta\n2,Cy,Alpha\n", r"bad.csv:4: field 'book' = 'Alpha' repeats line 2"),
+        (',author,book\n0,Ann,"Alpha\nand more"\n1,Bob,Alpha\n2,Ann,Gamma\n', r"bad.csv:5: field 'author' = 'Ann' repeats line 2"),
+        (",writer,book\n0,Ann,Alpha\n", r"bad.csv:1: header lacks column 'author'"),
+        ("", r"bad.csv: the file is empty"),
+    ],
+)
+def test_goodreads_bad_rows_are_named(tmp_path, text, message):
+    with pytest.raises(prepare.DataError, match=message):
+        prepare.goodreads_facts(_csv(tmp_path, text))
+
+
+GOODBOOKS_HEADER = "book_id,authors,original_title,title\n"
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ("1,Ann,,Alpha\n2,,Beta,Beta\n", r"bad.csv:3: field 'authors' is empty"),
+        ("1,Ann,,Alpha\n2,Bob,,\n", r"bad.csv:3: field 'title' is empty"),
+        ("1,Ann,,Alpha\nx,Bob,,Beta\n", r"bad.csv:3: field 'book_id' = 'x' is not an integer"),
+        ("1,Ann,,Alpha\n1,Bob,,Beta\n", r"bad.csv:3: field 'book_id' = 1 repeats line 2"),
+        ("1,Ann,,Alpha\n2,Bob,\"(Saga, #2)\",Beta\n", r"bad.csv:3: field 'original_title' .* no title besides the series"),
+        ("1,Ann,,Alpha\n2,\", Bob\",,Beta\n", r"bad.csv:3: field 'authors' .* names no first author"),
+    ],
+)
+def test_goodbooks_bad_rows_are_named(tmp_path, rows, message):
+    with pytest.raises(prepare.DataError, match=message):
+        prepare.goodbooks_facts(_csv(tmp_path, GOODBOOKS_HEADER + rows))
+
+
+def test_goodbooks_good_rows(tmp_path):
+    table = prepare.goodbooks_facts(_csv(tmp_path, GOODBOOKS_HEADER + '1,"Ann, Bob",,Alpha (Saga #1)\n2,Cy, Beta ,x\n'))
+    assert table.to_dict("list") == {"book_id": [1, 2], "book": ["Alpha", "Beta"], "author": ["Ann", "Cy"]}
+
+
+@pytest.mark.parametrize(
+    "articles, message",
+    [
+        ({"a": {"title": "A", "topic": "t", "extract": "x"}, "b": {"title": "B", "topic": "t"}},
+         r"w.json: article 'b': field 'extract' is missing"),
+        ({"a": {"title": " ", "topic": "t", "extract": "x"}}, r"w.json: article 'a': field 'title' is empty"),
+        ({"a": {"title": "A", "topic": 3, "extract": "x"}}, r"w.json: article 'a': field 'topic' is empty or not text"),
+        ({"a": ["A", "x"]}, r"w.json: article 'a' is a list, not an object"),
+    ],
+)
+def test_wikipedia_bad_articles_are_named(tmp_path, articles, message):
+    with pytest.raises(prepare.DataError, match=message):
+        prepare.wikipedia_paragraphs(_csv(tmp_path, json.dumps(articles), "w.json"))
+
+
+def test_wikipedia_invalid_json_names_the_line(tmp_path):
+    with pytest.raises(prepare.DataError, match=r"w.json:2: not valid JSON"):
+        prepare.wikipedia_paragraphs(_csv(tmp_path, '{"a":\n  {"title": }}', "w.json"))
+
+
+def _sentence(tokens=("Ann", "wrote", "Alpha"), h=("Ann", "Q1", [[0]]), t=("Alpha", "Q2", [[2]])):
+    return {"tokens": list(tokens), "h": [h[0], h[1], h[2]], "t": [t[0], t[1], t[2]]}
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (_sentence(tokens=()), r"relation P50, sentence 1: field 'tokens' is missing, empty"),
+        (_sentence(h=("", "Q1", [[0]])), r"relation P50, sentence 1: field 'h' is not \[name, id"),
+        (_sentence(t=("Alpha", "Q2", [[7]])), r"relation P50, sentence 1: field 't' has token positions \[7\] outside"),
+        ({"tokens": ["a"], "h": ["a", "Q", [[0]]]}, r"relation P50, sentence 1: field 't' is not"),
+    ],
+)
+def test_fewrel_bad_sentences_are_named(bad, message):
+    relations = {"P50": [_sentence(), bad, _sentence()]}
+    with pytest.raises(prepare.DataError, match=r"^rel.json: " + message):
+        prepare.fewrel_sentences(relations, {"P50": ["author", ""]}, 1, 0, source="rel.json")

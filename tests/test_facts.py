@@ -13,6 +13,7 @@ from factstore.facts import (
     decoding_margins,
     dot_product_accuracy,
     make_fact_set,
+    per_value_targets,
     random_fact_map,
     real_fact_set,
     spherical_embeddings,
@@ -83,6 +84,15 @@ def test_with_values_keeps_keys_and_map():
     replaced = facts.with_values(new_values)
     assert replaced.values is new_values and replaced.keys is facts.keys
     assert replaced.targets.shape == (10, 6)
+
+
+def test_per_value_targets_are_the_given_targets_or_the_values_in_float64():
+    facts = make_fact_set(10, 4, generator())
+    values = per_value_targets(facts)
+    assert values.dtype == torch.float64 and torch.equal(values, facts.values.to(torch.float64))
+    given_targets = torch.ones(10, 4, dtype=torch.float32)
+    emitted = per_value_targets(facts, given_targets)
+    assert emitted.dtype == torch.float64 and torch.equal(emitted, given_targets.double())
 
 
 def test_fact_set_validates_its_map():

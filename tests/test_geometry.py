@@ -16,17 +16,13 @@ from factstore.facts import (
     spherical_embeddings,
     stored_mask,
 )
-from factstore.geometry import (
-    decodability,
+from factstore.geometry import decodability, margin_of_targets, margin_optimal_targets, solve_margin_optimal
+from factstore.min_norm_point import min_norm_point_in_hulls, project_rows_to_simplex
+from factstore.whitening import (
     fold_into_mlp,
     fold_value_transform,
     fold_whitening_into_linear,
-    margin_of_targets,
-    margin_optimal_targets,
-    min_norm_point_in_hulls,
-    project_rows_to_simplex,
     second_moment,
-    solve_margin_optimal,
     whiten,
     whiten_fact_set,
     whitening_transform,
@@ -120,7 +116,7 @@ def test_folded_mlp_decodes_the_same_facts_as_the_unfolded_one(gated, key_streng
 
 
 def test_folding_the_inverse_would_not_preserve_decoding():
-    """Why the value side folds W_v and not W_v^{-1} (see the geometry module docstring)."""
+    """Why the value side folds W_v and not W_v^{-1} (see the whitening module docstring)."""
     facts = make_fact_set(200, 6, generator(9), value_condition_number=200.0)
     whitened, _, value_transform = whiten_fact_set(facts, 0.0, 1.0)
     (gate, up), down, features = random_feature_mlp(whitened.keys, whitened.targets, 40, 10, False)

@@ -78,3 +78,13 @@ def test_the_real_command_line_exits_2_without_a_traceback():
     done = subprocess.run([sys.executable, "-m", "factstore", "assoc.nosuch"], capture_output=True, text=True)
     assert done.returncode == 2
     assert "has no step 'nosuch'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_runtimes_gathers_one_row_per_step_run_from_the_sidecars(tmp_path):
+    from factstore.experiments.runtimes import table
+
+    run_step("assoc.hebbian", {"d": [8], "alphas": [0.1], "seeds": 1, "seed": 0, "chunk_size": 64}, {},
+             {"table": str(tmp_path / "results/a.csv")})
+    out = table({"folders": [str(tmp_path / "results")]}, {}, None)
+    assert list(out["runtimes"].step) == ["assoc.hebbian"] and out["runtimes"].wall_time_s.iloc[0] >= 0
+    assert "torch" in set(out["versions"].package)

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factstore.facts import FactSet, make_fact_set
+from factstore.geometry import margin_optimal_targets
 from factstore.mlp import encoder_decoder, gd, ntk
-from factstore.mlp.capacity import (
-    binary_search_width,
-    bracket_search_width,
-    doubling_search_width,
-    smallest_width,
-    smallest_widths,
-)
+from factstore.mlp.capacity import smallest_width, smallest_widths
+from factstore.mlp.methods import METHODS, get_method
 from factstore.mlp.modules import module_accuracy, parameter_count, parameters_per_unit
+from factstore.search import binary_search_smallest, bracket_search_smallest, doubling_search_smallest
 
 torch.set_num_threads(1)
 
@@ -44,7 +42,7 @@ def step_curve(threshold: int, below: float = 0.5):
 @given(low=st.integers(1, 50), span=st.integers(0, 5000), offset=st.integers(0, 6000))
 def test_binary_search_finds_the_threshold_of_a_monotone_curve(low, span, offset):
     high, threshold = low + span, low + offset
-    width, evaluations = binary_search_width(step_curve(threshold), 1.0, low, high)
+    width, evaluations = binary_search_smallest(step_curve(threshold), 1.0, low, high)
     assert width == (threshold if threshold <= high else None)
     assert len(evaluations) <= 1 + math.ceil(math.log2(span + 1))
     assert all(w in range(low, high + 1) for w in evaluations)
@@ -54,7 +52,7 @@ def test_binary_search_finds_the_threshold_of_a_monotone_curve(low, span, offset
 @given(low=st.integers(1, 50), span=st.integers(0, 5000), offset=st.integers(0, 6000))
 def test_doubling_search_finds_the_threshold_of_a_monotone_curve(low, span, offset):
     high, threshold = low + span, low + offset
-    width, evaluations = doubling_search_width(step_curve(threshold), 1.0, low, high)
+    width, evaluations = doubling_search_smallest(step_curve(threshold), 1.0, low, high)
     assert width == (threshold if threshold <= high else None)
     assert all(w in range(low, high + 1) for w in evaluations)
     if width is not None:  # doubling, then bisection of the last doubling step
@@ -65,22 +63,22 @@ def test_doubling_search_finds_the_threshold_of_a_monotone_curve(low, span, offs
 @settings(max_examples=200, deadline=None)
 @given(threshold=st.integers(1, 600), guess=st.integers(1, 2000), growth=st.sampled_from([1.5, 2.0, 4.0]))
 def test_bracket_search_finds_the_threshold_from_any_guess(threshold, guess, growth):
-    width, evaluations = bracket_search_width(step_curve(threshold), 1.0, guess, 1, 512, growth)
+    width, evaluations = bracket_search_smallest(step_curve(threshold), 1.0, guess, 1, 512, growth)
     assert width == (threshold if threshold <= 512 else None)
     if width is not None:
         assert evaluations[width] == 1.0 and (width == 1 or evaluations.get(width - 1, 0.0) < 1.0)
 
 
 def test_bracket_search_resolution_trades_probes_for_precision():
-    width, evaluations = bracket_search_width(step_curve(300), 1.0, 10, 1, 4096, resolution=0.1)
+    width, evaluations = bracket_search_smallest(step_curve(300), 1.0, 10, 1, 4096, resolution=0.1)
     assert 300 <= width <= 300 * 1.12
-    exact, exact_evaluations = bracket_search_width(step_curve(300), 1.0, 10, 1, 4096)
+    exact, exact_evaluations = bracket_search_smallest(step_curve(300), 1.0, 10, 1, 4096)
     assert exact == 300 and len(evaluations) < len(exact_evaluations)
 
 
 def test_binary_search_returns_the_target_crossing_for_partial_targets():
     accuracy = lambda width: min(1.0, width / 1000)  # noqa: E731
-    width, _ = binary_search_width(accuracy, 0.99, 1, 4096)
+    width, _ = binary_search_smallest(accuracy, 0.99, 1, 4096)
     assert width == 990
 
 
@@ -135,7 +133,7 @@ def test_ntk_search_reports_none_and_the_cap_when_the_cap_is_too_small():
 
 def test_code_size_search_finds_the_smallest_decodable_code():
     facts = fact_set(256, 32)
-    result = smallest_width("encoder_decoder", facts, 1.0, generator(4))
+    result = smallest_width("ed_gated_v", facts, 1.0, generator(4))
     size = result.width
     assert 1 < size <= 32 and module_accuracy(result.module, facts) == 1.0
     assert result.module.code_size == size and result.n_params == parameter_count(result.module)
@@ -145,7 +143,7 @@ def test_code_size_search_finds_the_smallest_decodable_code():
 
 def test_plain_encoder_decoder_search():
     facts = fact_set(64, 16)
-    result = smallest_width("encoder_decoder_plain", facts, 1.0, generator(4))
+    result = smallest_width("ed_plain_v", facts, 1.0, generator(4))
     assert result.width is not None and module_accuracy(result.module, facts) == 1.0
 
 
@@ -192,3 +190,32 @@ def test_fast_protocol_matches_a_long_run_at_one_small_size():
     assert long_info["accuracy"] == 1.0
     assert fast_info["accuracy"] == 1.0
     assert fast_info["steps"] * 3 < long_info["steps"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The method table
+# ---------------------------------------------------------------------------------------------
+
+
+def test_each_method_emits_ustar_or_the_values_and_takes_a_shared_ustar():
+    facts = make_fact_set(24, 8, generator(0), value_condition_number=10.0)
+    ustar = margin_optimal_targets(facts.values)[0]
+    for method in METHODS.values():
+        emitted = method.value_targets(facts)
+        assert emitted.dtype == torch.float64 and emitted.shape == facts.values.shape
+        assert torch.equal(emitted, ustar if method.uses_ustar else facts.values.double()), method.name
+    shared = torch.randn(24, 8, generator=generator(2), dtype=torch.float64)
+    assert torch.equal(METHODS["ntk_ustar"].value_targets(facts, shared), shared)
+    assert torch.equal(METHODS["ntk"].value_targets(facts, shared), facts.values.double())
+
+
+def test_a_trained_method_trains_its_architecture_and_unknown_names_are_refused():
+    facts = fact_set(16, 8)
+    protocol = gd.Protocol(lr=0.03, max_steps=5)
+    for name, per_unit in (("gd_gated", 3 * 8), ("gd_plain", 2 * 8)):
+        _, n_params, _ = METHODS[name].make(facts, 4, generator(), protocol=protocol)
+        assert n_params == 4 * per_unit == 4 * parameters_per_unit(METHODS[name].architecture, 8, 8)
+    with pytest.raises(ValueError, match="unknown method 'encoder_decoder'"):
+        get_method("encoder_decoder")
+    with pytest.raises(ValueError, match="unknown method"):
+        smallest_width("hebbian", facts, 1.0, generator())

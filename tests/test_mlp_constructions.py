@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from factstore.facts import FactSet, dot_product_accuracy, make_fact_set
-from factstore.mlp import METHODS, TRAINERS, encoder_decoder, gd, hebbian, ntk
+from factstore.mlp import encoder_decoder, gd, hebbian, ntk
 from factstore.mlp.lipschitz import jacobian_norms, lipschitz_estimate, pairwise_lipschitz_estimate
+from factstore.mlp.methods import METHODS
 from factstore.mlp.modules import (
     activation_derivative,
     gaussian_hermite_coefficient,
@@ -95,7 +96,7 @@ def test_ntk_stores_small_fact_set_when_wide_enough():
 
 def test_ntk_margin_optimal_targets_store_too():
     facts = fact_set(64, 32)
-    module, _ = METHODS["ntk_ustar"](facts, 1024, generator())
+    module, _ = METHODS["ntk_ustar"].make(facts, 1024, generator())  # U* solved by the method
     assert module_accuracy(module, facts) == 1.0
 
 
@@ -157,7 +158,7 @@ def test_gated_encoder_solves_every_code_exactly():
     n_buckets, hidden = 8, 8 * code_size
     expected = 2 * hidden * (32 + 1) + (hidden + 1) * code_size + 32 * code_size
     assert n_params == parameter_count(module) == expected
-    decoder, codes = encoder_decoder.decoder_and_codes(facts, code_size, generator(), False, None)
+    decoder, codes = encoder_decoder.decoder_and_codes(facts, code_size, generator(), None)
     with torch.no_grad():
         assert torch.allclose(module.encoder(facts.keys), codes, atol=1e-8)
     assert module_accuracy(module, facts) == 1.0
@@ -191,7 +192,7 @@ def test_gram_solver_gives_the_lstsq_solution():
 
 def test_gated_encoder_with_margin_optimal_codes():
     facts = make_fact_set(128, 16, generator(0), value_condition_number=30.0)
-    module, _ = METHODS["encoder_decoder_ustar"](facts, 16, generator())
+    module, _ = METHODS["ed_gated"].make(facts, 16, generator())  # codes of U*
     assert module_accuracy(module, facts) == 1.0
 
 
@@ -238,10 +239,10 @@ def test_chunked_cross_entropy_matches_torch():
     assert n_correct_for_ties == 0  # all logits tie: nothing is decoded, as in facts.stored_mask
 
 
-@pytest.mark.parametrize("method", sorted(TRAINERS))
+@pytest.mark.parametrize("method", sorted(name for name, method in METHODS.items() if method.search == "trained"))
 def test_gd_reaches_full_accuracy_on_a_tiny_set(method):
     facts = fact_set(32, 16)
-    module, n_params, info = TRAINERS[method](facts, 16, generator())
+    module, n_params, info = METHODS[method].make(facts, 16, generator())
     assert info["stop"] == "target" and info["accuracy"] == 1.0
     assert module_accuracy(module, facts) == 1.0
     assert n_params == parameter_count(module) == (3 if "gated" in method else 2) * 16 * 16

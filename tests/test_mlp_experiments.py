@@ -16,12 +16,15 @@ import yaml
 from conftest import REPOSITORY
 from factstore.__main__ import run_step
 from factstore.device import derived_generator
+from factstore.embeddings import load_embeddings
 from factstore.experiments import mlp
 from factstore.facts import FactSet, make_fact_set, stored_mask
-from factstore.geometry import whiten_fact_set
-from factstore.mlp import encoder_decoder, gd, ntk
+from factstore.mlp import encoder_decoder, gd, ntk, scaling
 from factstore.mlp.capacity import smallest_width
-from factstore.mlp.modules import module_outputs
+from factstore.mlp.lipschitz import lipschitz_constants
+from factstore.mlp.modules import fold_module, module_outputs
+from factstore.mlp.results import TABLE_COLUMNS, seed_means, tidy_table
+from factstore.whitening import whiten_fact_set
 
 torch.set_num_threads(1)
 
@@ -60,29 +63,48 @@ def fake_embeddings(path, n_facts: int = 48, dim: int = 24, seed: int = 0) -> No
 @pytest.mark.parametrize("C, b", [(3.0, 2.0), (0.5, -3.0), (40.0, 0.0)])
 def test_fit_recovers_a_known_c_and_b(C, b):
     n_facts = 2.0 ** np.arange(6, 15)
-    fit = mlp.fit_f_log_f(n_facts, C * n_facts * (np.log2(n_facts) + b))
+    fit = scaling.fit_f_log_f(n_facts, C * n_facts * (np.log2(n_facts) + b))
     assert fit["C"] == pytest.approx(C, rel=1e-9)
     assert fit["b"] == pytest.approx(b, rel=1e-9, abs=1e-9)
     assert fit["r2"] == pytest.approx(1.0)
     # F log F looks like a power 1 + 1 / ln F (+ b correction) on log-log axes
     assert 1.0 < fit["exponent"] < 1.3 or b < 0
-    np.testing.assert_allclose(mlp.fitted_params(n_facts, fit), C * n_facts * (np.log2(n_facts) + b))
+    np.testing.assert_allclose(scaling.fitted_params(n_facts, fit), C * n_facts * (np.log2(n_facts) + b))
 
 
 def test_fit_ignores_unstored_points_and_needs_two_f():
-    fit = mlp.fit_f_log_f([64, 128, 256], [np.nan, 1000.0, np.nan])
+    fit = scaling.fit_f_log_f([64, 128, 256], [np.nan, 1000.0, np.nan])
     assert all(math.isnan(value) for value in fit.values())
-    noisy = mlp.fit_f_log_f([64, 128, 256, 512], [1e3, 2.1e3, np.nan, 9.8e3])
+    noisy = scaling.fit_f_log_f([64, 128, 256, 512], [1e3, 2.1e3, np.nan, 9.8e3])
     assert noisy["C"] > 0 and np.isfinite(noisy["b"])
 
 
+def test_fit_of_a_flat_w_over_f_has_no_r2():
+    """W = 10 F: W / F is flat, so C = 0 and there is nothing for an R^2 to explain (NaN, the
+    convention of factstore.statistics)."""
+    fit = scaling.fit_f_log_f([64, 128, 256], [640.0, 1280.0, 2560.0])
+    assert fit["C"] == pytest.approx(0.0, abs=1e-9) and math.isnan(fit["r2"])
+    assert fit["exponent"] == pytest.approx(1.0)
+
+
 def test_information_bound_counts_permutations():
-    assert mlp.permutation_bits(1) == pytest.approx(0.0)
-    assert mlp.permutation_bits(4) == pytest.approx(math.log2(24))
+    assert scaling.permutation_bits(1) == pytest.approx(0.0)
+    assert scaling.permutation_bits(4) == pytest.approx(math.log2(24))
     n_facts = np.array([16, 1024, 2**14])
-    bound = mlp.information_bound(n_facts, 2.0)
-    assert np.all(bound < mlp.spec_bits(n_facts) / 2)  # log2 F! < F log2 F
-    assert np.all(bound > (mlp.spec_bits(n_facts) - n_facts * math.log2(math.e)) / 2 - 1)  # Stirling
+    bound = scaling.information_bound(n_facts, 2.0)
+    assert np.all(bound < scaling.random_map_bits(n_facts) / 2)  # log2 F! < F log2 F
+    assert np.all(bound > (scaling.random_map_bits(n_facts) - n_facts * math.log2(math.e)) / 2 - 1)  # Stirling
+
+
+def test_tidy_table_and_seed_means():
+    rows = [{"experiment": "capacity", "method": "ntk", "F": 16, "replicate": r, "n_params": w, "stored": s}
+            for r, (w, s) in enumerate([(100.0, True), (300.0, True), (float("nan"), False)])]
+    table = tidy_table(rows)
+    assert list(table.columns) == TABLE_COLUMNS and table.lipschitz.isna().all()
+    both = seed_means(table.iloc[:2], ["method", "F"])
+    assert both.n_params.item() == 200.0 and bool(both.stored.item()) and both.replicates.item() == 2
+    all_three = seed_means(table, ["method", "F"])
+    assert math.isnan(all_three.n_params.item()) and not bool(all_three.stored.item())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,7 +160,7 @@ def test_folded_module_decodes_the_same_facts_in_the_original_basis(builder):
     original = anisotropic_fact_set()
     whitened, key_transform, value_transform = whiten_fact_set(original, 0.7, 1.0)
     module = builder(whitened)
-    folded = mlp.fold_module(module, key_transform, value_transform)
+    folded = fold_module(module, key_transform, value_transform)
     dtype = next(module.parameters()).dtype
     whitened_scores = module_outputs(module, whitened.keys).to(torch.float64) @ whitened.values.T
     original_scores = module_outputs(folded, original.keys).to(torch.float64) @ original.values.T
@@ -154,7 +176,7 @@ def test_lipschitz_constants_of_a_linear_map():
     with torch.no_grad():
         module.weight.copy_(weight)
     keys = torch.eye(3, dtype=torch.float64)
-    lipschitz, relative, rms = mlp.lipschitz_constants(module, keys, 3, torch.Generator().manual_seed(0))
+    lipschitz, relative, rms = lipschitz_constants(module, keys, 3, torch.Generator().manual_seed(0))
     assert lipschitz == pytest.approx(3.0)
     assert rms == pytest.approx(math.sqrt((9 + 1 + 0.25) / 3))
     assert relative == pytest.approx(3.0 / rms)
@@ -170,12 +192,12 @@ def test_capacity_step_yields_the_table_and_every_count_is_above_the_bound(metho
     params = tiny_params(method=method, capacity={"d": 8, "log2_facts": [4, 5], "seeds": 2, "targets": [0.9, 1.0]})
     run_step("mlp.capacity", params, {}, {"table": str(tmp_path / "table.csv")})
     table = pd.read_csv(tmp_path / "table.csv")
-    assert list(table.columns) == mlp.TABLE_COLUMNS
+    assert list(table.columns) == TABLE_COLUMNS
     assert len(table) == 2 * 2 * 2 and set(table.F) == {16, 32} and set(table.target) == {0.9, 1.0}
     assert (table.method == method).all() and (table.experiment == "capacity").all()
     stored = table[table.stored]
     assert len(stored) > 0
-    assert (stored.n_params >= mlp.information_bound(stored.F.to_numpy(), 2.0)).all()
+    assert (stored.n_params >= scaling.information_bound(stored.F.to_numpy(), 2.0)).all()
     np.testing.assert_allclose(stored.bits_per_parameter, stored.F * np.log2(stored.F) / stored.n_params)
     assert (stored.best_accuracy >= stored.target).all()
     if method.endswith("ustar") or method.startswith("ed"):
@@ -187,7 +209,7 @@ def test_anisotropy_step_runs_every_method_and_the_ntk_at_extra_sizes(tmp_path):
     section = {"d": 8, "n_facts": 32, "ntk_facts": [16], "seeds": 1, "target": 1.0, "methods": methods}
     run_step("mlp.anisotropy", tiny_params(kappa=30.0, anisotropy=section), {}, {"table": str(tmp_path / "table.csv")})
     table = pd.read_csv(tmp_path / "table.csv")
-    assert list(table.columns) == mlp.TABLE_COLUMNS
+    assert list(table.columns) == TABLE_COLUMNS
     assert set(table[table.F == 32].method) == set(methods)
     assert set(table[table.F == 16].method) == {"ntk", "ntk_ustar"}
     assert (table.kappa == 30.0).all() and table.rho.between(0, 1).all()
@@ -199,7 +221,7 @@ def test_whitening_step_folds_and_measures_the_lipschitz_constant(tmp_path):
     run_step("mlp.whitening", tiny_params(alpha=0.5, whitening=section), {"embeddings": str(tmp_path / "embeddings.npz")},
              {"table": str(tmp_path / "table.csv")})
     table = pd.read_csv(tmp_path / "table.csv")
-    assert list(table.columns) == mlp.TABLE_COLUMNS
+    assert list(table.columns) == TABLE_COLUMNS
     assert set(table.method) == {"ntk", "ed_gated", "gd_gated"} and (table.alpha == 0.5).all()
     assert (table.d == 24).all() and (table.F == 48).all() and set(table.replicate) == {0, 1}
     assert np.isfinite(table.lipschitz).all() and (table.lipschitz_relative > 0).all()
@@ -211,9 +233,9 @@ def test_embeddings_step_writes_aligned_minilm_rows(tmp_path):
     facts = pd.DataFrame({"book": ["The Hobbit", "Dune", "Emma", "Ulysses", "Beloved"],
                           "author": ["J. R. R. Tolkien", "Frank Herbert", "Jane Austen", "James Joyce", "Toni Morrison"]})
     facts.to_csv(tmp_path / "facts.csv", index=False)
-    run_step("mlp.embeddings", {"seed": 0, "n_facts": 4, "batch_size": 2}, {"facts": str(tmp_path / "facts.csv")},
+    run_step("embeddings.goodreads_minilm", {"seed": 0, "n_facts": 4, "batch_size": 2}, {"facts": str(tmp_path / "facts.csv")},
              {"embeddings": str(tmp_path / "embeddings.npz")})
-    archive = mlp.load_embeddings(tmp_path / "embeddings.npz")
+    archive = load_embeddings(tmp_path / "embeddings.npz")
     assert archive["keys"].shape == archive["values"].shape == (4, 384)
     rows = archive["rows"]
     assert list(archive["books"]) == facts.book.iloc[rows].tolist()
@@ -250,11 +272,11 @@ def run_study(section: dict, folder, embeddings=None) -> dict[str, pd.DataFrame]
                       "ntk_degree": section["ntk_degree"], "search": section["search"],
                       "anisotropy_facts": section["anisotropy"]["n_facts"]}
     outputs = {name: str(folder / f"{name}.csv") for name in ("results", "fits", "metrics")}
-    run_step("mlp.summary", summary_params, tables, outputs)
+    run_step("mlp_summary.summary", summary_params, tables, outputs)
     figure_params = summary_params | {key: section[key] for key in ("capacity", "anisotropy", "whitening")}
     for name in FIGURES:
         inputs = {"results": outputs["results"]} | ({"fits": outputs["fits"]} if name == "capacity_scaling" else {})
-        run_step(f"mlp.figure_{name}", json.loads(json.dumps(figure_params)), inputs,
+        run_step("figures.draw", json.loads(json.dumps(figure_params)) | {"study": "mlp", "figure": name}, inputs,
                  {"png": str(folder / f"mlp_{name}.png"), "pdf": str(folder / f"mlp_{name}.pdf")})
     return {name: pd.read_csv(path) for name, path in outputs.items()}
 
@@ -272,6 +294,9 @@ def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(tmp_path):
     assert checked <= set(metrics), f"claims check metrics the summary does not write: {sorted(checked - set(metrics))}"
     for method in section["capacity"]["methods"]:
         assert f"bits_per_parameter_{method}" in metrics
+    source = (REPOSITORY / "src/factstore/experiments/mlp_summary.py").read_text()
+    unwritten = [name for name in metrics if f'"{name}"' not in source]
+    assert not unwritten, f"metric names not written literally in mlp_summary.py: {unwritten}"
     assert metrics["info_bound_min_ratio"] >= 1.0  # the bound lies below every count of this tiny run
     results = tables["results"]
     assert set(results.experiment) == {"capacity", "anisotropy", "whitening"}

@@ -4,7 +4,10 @@ STEP is `<module>.<function>` inside `factstore.experiments`, e.g. `assoc.train`
 plain function `step(params, inputs, context) -> {output_name: object}`; this runner parses the
 command line, fixes threads, seed and device, times the step, then writes every returned object
 atomically to the path given for its name (DataFrame -> table, Figure -> PNG + PDF, dict -> JSON,
-str -> text, bytes -> file) with a provenance sidecar. If the step fails, nothing is written.
+str -> text, bytes -> file) with a provenance sidecar. If the step fails, nothing is written;
+leftover temporary files of an earlier killed run of the same outputs are deleted first.
+Exit status: 0 done, 1 the step failed (a training run that diverged, see factstore.training,
+and bad or missing data are reported in one line naming the step), 2 a bad command line.
 
     python -m factstore assoc.train --params '{"d": 64, "seed": 0}' \
         --output table=results/assoc/train_d64.csv --threads 1
@@ -25,7 +28,10 @@ import pandas as pd
 import torch
 
 from factstore import io, provenance
+from factstore.data.fetch import FetchError
+from factstore.data.prepare import DataError
 from factstore.device import seed_everything, select_device
+from factstore.training import DivergenceError
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,9 @@ def run_step(
     for name, path in inputs.items():
         if not Path(path).exists():
             raise UsageError(f"input '{name}' is missing: {path}")
+    for path in outputs.values():  # leftovers of a killed earlier run (see factstore.io)
+        io.remove_temporary_files(path)
+        io.remove_temporary_files(io.sidecar_path(path))
     torch.set_num_threads(threads)
     torch.set_flush_denormal(True)  # softmax tails turn denormal near convergence: 2.5-4x slower otherwise
     seed_everything(int(params.get("seed", 0)))
@@ -153,12 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     parser.add_argument("--device", default=None, help="auto (default), cpu or cuda[:N]")
     args = parser.parse_args(argv)
+    params: dict[str, Any] = {}
     try:
         if args.threads < 1:
             raise UsageError("--threads must be at least 1")
+        params = _load_params(args.params)
         run_step(
             args.step,
-            _load_params(args.params),
+            params,
             _pairs(args.input, "--input"),
             _pairs(args.output, "--output"),
             threads=args.threads,
@@ -167,6 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"factstore: error: {error}", file=sys.stderr)
         return 2
+    except DivergenceError as error:
+        shown = json.dumps(params, sort_keys=True)
+        print(f"factstore: error: step {args.step} diverged (nothing written): {error}; params {shown}", file=sys.stderr)
+        return 1
+    except (FetchError, DataError) as error:  # bad or missing data: the message names file and line
+        print(f"factstore: error: step {args.step} failed (nothing written): {error}", file=sys.stderr)
+        return 1
     return 0
 
 

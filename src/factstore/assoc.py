@@ -16,8 +16,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 from scipy.special import lambertw
+
+from factstore.training import check_finite
 
 
 def facts_for_load(alpha: float, d: int) -> int:
@@ -140,6 +143,8 @@ def train_optimal(
             best = torch.maximum(best, accuracy)
         since_improvement = 0 if bool(improved.any()) else since_improvement + 1
         loss_value = loss.item() / n_seeds
+        check_finite(loss_value, parameters, where=f"assoc.train_optimal(p={p}, d={d}, rank={rank}, "
+                     f"learning_rate={learning_rate})", step=step)
         if progress is not None:
             progress.update(1)
         if bool((best >= 1.0).all()) or since_improvement >= patience:

@@ -4,6 +4,11 @@ A claim has one or more checks; each check reads one metric (a row of a study's 
 columns metric, value, detail) and compares it with an expected range. A claim is PASS when every
 check holds, FAIL when one does not, NOT RUN when its result file or metric does not exist.
 The expected ranges are the papers' claims, written before the runs: never tuned to pass.
+
+A claim whose wording or range changed after results were seen keeps one `revised` record per
+change (date, the previous wording and ranges, the reason quoted from SPEC.md's revision section,
+and the checks as that revision set them); the report prints them under the claim, and
+`unrecorded_range_changes` finds a range that differs from its last revision.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import pandas as pd
 import yaml
 
 STATUSES = ("PASS", "FAIL", "NOT RUN")
-CLAIM_KEYS = {"id", "work", "statement", "result", "checks", "scale"}
+CLAIM_KEYS = {"id", "work", "statement", "result", "checks", "scale", "figures", "revised"}
 CHECK_KEYS = {"metric", "min", "max", "why"}
+REVISION_KEYS = {"date", "previous_statement", "previous_checks", "reason", "checks"}
 
 
 class ClaimsError(ValueError):
@@ -44,7 +50,28 @@ def load_registry(path: str | Path) -> list[dict[str, Any]]:
             low, high = check.get("min", -math.inf), check.get("max", math.inf)
             if low > high:
                 raise ClaimsError(f"{path}: claim {claim['id']}: check {check['metric']} has min > max")
+        for revision in claim.get("revised", []):
+            if set(revision) != REVISION_KEYS:
+                raise ClaimsError(f"{path}: claim {claim['id']}: a revised record needs exactly {sorted(REVISION_KEYS)}")
     return claims
+
+
+def _ranges(checks: list[dict]) -> list[tuple]:
+    return [(check["metric"], check.get("min"), check.get("max")) for check in checks]
+
+
+def unrecorded_range_changes(claims: list[dict[str, Any]]) -> list[str]:
+    """Ids of revised claims whose current checks differ (metric or range) from the checks their
+    last `revised` record set: a range changed without saying when and why."""
+    return [
+        claim["id"] for claim in claims
+        if claim.get("revised") and _ranges(claim.get("checks", [])) != _ranges(claim["revised"][-1]["checks"])
+    ]
+
+
+def claims_shown_in(claims: list[dict[str, Any]], figure: str) -> list[str]:
+    """Ids of the claims whose `figures` list `figure` (e.g. 'assoc_accuracy'), in registry order."""
+    return [claim["id"] for claim in claims if figure in claim.get("figures", [])]
 
 
 def _format(value: float) -> str:
@@ -58,6 +85,11 @@ def _expected(check: dict) -> str:
     return f"{check['metric']} >= {low}" if low is not None else f"{check['metric']} <= {high}"
 
 
+def _revision_note(revision: dict) -> str:
+    previous = "; ".join(_expected(check) for check in revision["previous_checks"]) or "no check"
+    return f"revised {revision['date']}: was \"{revision['previous_statement']}\" ({previous}); why: {revision['reason']}"
+
+
 def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str) -> dict[str, Any]:
     """One record of the report for `claim`, given the metrics tables by result path."""
     record = {
@@ -68,6 +100,7 @@ def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str
         "run_scale": run_scale,
         "result": claim.get("result"),
         "expected": "; ".join(_expected(check) for check in claim.get("checks", [])) or "not yet specified",
+        "revised": [_revision_note(revision) for revision in claim.get("revised", [])],
     }
     checks = claim.get("checks", [])
     table = metrics.get(claim.get("result"))
@@ -106,7 +139,7 @@ def markdown(records: list[dict[str, Any]]) -> str:
         "",
         ", ".join(f"{count} {status}" for status, count in counts.items()),
         "",
-        "| id | status | expected | measured | scale (claim / run) | note |",
+        "| id | status | expected (range for the claim's scale) | measured | scale (claim / this run) | note |",
         "|---|---|---|---|---|---|",
     ]
     for r in records:
@@ -114,5 +147,6 @@ def markdown(records: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['id']} | {r['status']} | {r['expected']} | {measured} | {r['scale']} / {r['run_scale']} | {r.get('note', '')} |"
         )
+        lines += [f"| ↳ {r['id']} |  | {note} |  |  |  |" for note in r.get("revised", [])]
     lines += ["", "Statements and sources: config/claims.yaml; metrics: results/<study>/metrics.csv."]
     return "\n".join(lines) + "\n"

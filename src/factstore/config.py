@@ -3,10 +3,14 @@
 Errors name the offending key by its full path and say what is allowed, e.g.
     config/smoke.yaml: assoc.trained.seeds = 0: must be >= 1
     config/smoke.yaml: assoc.trained: unknown key 'sead' (allowed: alphas, d, ...)
+and they blame the source that holds the bad value: the config file(s), or Snakemake's
+`--config KEY=VALUE` overrides (see `validate_workflow_config`).
 """
 
 from __future__ import annotations
 
+import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +96,91 @@ def load(path: str | Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ConfigError(f"{path} must hold a mapping of keys, not {type(config).__name__}")
     return validate(config, str(path))
+
+
+def typed_overrides(overrides: Any) -> Any:
+    """Snakemake's `--config` values with their nested leaves typed as YAML would type them.
+
+    Snakemake parses a top-level value as int, float, bool, then YAML with the *base* loader,
+    which leaves every nested value a string: `--config 'data={retries: 2}'` arrives as
+    {'data': {'retries': '2'}}. Each string leaf is parsed again with YAML's safe loader
+    ('2' -> 2, '0.5' -> 0.5, 'true' -> True, 'null' -> None); other strings stay strings.
+    """
+    if isinstance(overrides, dict):
+        return {key: typed_overrides(value) for key, value in overrides.items()}
+    if isinstance(overrides, list):
+        return [typed_overrides(value) for value in overrides]
+    if isinstance(overrides, str):
+        try:
+            value = yaml.safe_load(overrides)
+        except yaml.YAMLError:
+            return overrides
+        return value if value is None or isinstance(value, (bool, int, float)) else overrides
+    return overrides
+
+
+def merge(base: dict, overrides: dict) -> dict:
+    """`base` updated in place by `overrides`, nested mappings merged key by key (as Snakemake does)."""
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def _describe_overrides(overrides: dict, prefix: str = "") -> list[str]:
+    items = []
+    for key, value in overrides.items():
+        if isinstance(value, dict) and value:
+            items += _describe_overrides(value, f"{prefix}{key}.")
+        else:
+            items.append(f"{prefix}{key}={value!r}")
+    return items
+
+
+def validate_workflow_config(config: dict[str, Any], files: list[str], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """Type the `--config` overrides into `config` (in place), then validate it.
+
+    config: Snakemake's merged config (files, then `--config`); files: the config files read;
+    overrides: the `--config` values as Snakemake parsed them. When the merged config is invalid
+    but the files alone are valid, the error blames `--config`, not the files.
+    """
+    overrides = typed_overrides(dict(overrides or {}))
+    merge(config, overrides)
+    files_source = " + ".join(map(str, files)) or "config"
+    if not overrides:
+        return validate(config, files_source)
+    try:
+        return validate(config, f"{files_source} with --config {' '.join(_describe_overrides(overrides))}")
+    except ConfigError as merged_error:
+        file_config: dict[str, Any] = {}
+        for path in files:
+            loaded = yaml.safe_load(Path(path).read_text()) if Path(path).is_file() else None
+            merge(file_config, loaded if isinstance(loaded, dict) else {})
+        try:
+            validate(file_config, files_source)
+        except ConfigError:
+            raise merged_error from None
+        shown = " ".join(_describe_overrides(overrides))
+        raise ConfigError(str(merged_error).replace(
+            f"invalid configuration in {files_source} with --config {shown}",
+            f"invalid --config value ({shown}; {files_source} itself is valid)", 1)) from None
+
+
+def dvc_config_conflict(configfiles: list, environ: dict | None = None) -> str | None:
+    """Under DVC (which sets $DVC_STAGE), the message to stop with when $FACTSTORE_CONFIG names
+    another file than the --configfile that dvc.yaml passes (params.yaml's `config`); else None.
+
+    DVC cannot read environment variables, so it tracks params.yaml's choice; a run that silently
+    used another file would leave `dvc status` tracking the wrong parameters.
+    """
+    environ = os.environ if environ is None else environ
+    chosen = environ.get("FACTSTORE_CONFIG")
+    if not environ.get("DVC_STAGE") or not chosen or not configfiles:
+        return None
+    if os.path.realpath(chosen) in {os.path.realpath(path) for path in configfiles}:
+        return None
+    return (f"FACTSTORE_CONFIG={chosen}, but DVC runs with {' + '.join(map(str, configfiles))} (params.yaml's "
+            "`config`). DVC cannot see environment variables: select the config with "
+            "`dvc exp run -S config=FILE` or in params.yaml, and unset FACTSTORE_CONFIG.")

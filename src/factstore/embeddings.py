@@ -109,3 +109,9 @@ def embed_unique(
     position = {text: row for row, text in enumerate(unique_texts)}
     index = np.array([position[text] for text in texts], dtype=np.int64)
     return unique_texts, embed_texts(unique_texts, batch_size, device), index
+
+
+def load_embeddings(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an `embeddings` step's .npz by name (keys, values, rows, books, authors)."""
+    with np.load(path, allow_pickle=False) as archive:
+        return {name: archive[name] for name in archive.files}

@@ -80,6 +80,16 @@ class FactSet:
         return FactSet(self.keys, values, self.fact_map, self.name)
 
 
+def per_value_targets(fact_set: FactSet, value_targets: Tensor | None = None) -> Tensor:
+    """(n_values, d_out) float64: the vector an MLP is built to emit for each value.
+
+    value_targets: (n_values, d_out), e.g. the margin-optimal U* that the caller solved once and
+    shares between methods; None means the values V themselves. Which of the two a study method
+    emits is decided once, in mlp/methods.py, never by the builders.
+    """
+    return (fact_set.values if value_targets is None else value_targets).to(torch.float64)
+
+
 # ---------------------------------------------------------------------------------------------
 # Embeddings
 # ---------------------------------------------------------------------------------------------

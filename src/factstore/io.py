@@ -1,7 +1,12 @@
 """Atomic result files and their provenance sidecars.
 
 Every file a step produces is first written to a temporary name in the same folder and then
-renamed into place, so a crash never leaves a half-written result that a later run would trust.
+renamed into place (atomic: same file system), so a crash never leaves a half-written result that
+a later run would trust. The file gets the mode the umask gives (e.g. 0644 or group-writable 0664
+on a shared cluster file system), like any file the user creates. A temporary file is named
+`.<name>.<random>.factstore-tmp<suffix>`: a process killed mid-write (SIGKILL, out of memory, a
+cluster time limit) leaves it behind, and the next write of the same output deletes it first;
+`.dvcignore` keeps DVC from storing one in between.
 Next to each result `X` sits `X.prov.json` (see `factstore.provenance`): downstream rules never
 read the sidecars, so volatile facts (commit, wall time) never trigger reruns.
 """
@@ -11,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,17 +32,50 @@ def sidecar_path(path: str | os.PathLike) -> Path:
     return path.with_name(path.name + SIDECAR_SUFFIX)
 
 
+TEMPORARY_MARKER = ".factstore-tmp"
+
+
+def temporary_files(path: str | os.PathLike) -> list[Path]:
+    """Leftover temporary files of `path` (from a writer that was killed), oldest name first."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    return sorted(path.parent.glob(f".{_glob_escape(path.name)}.*{TEMPORARY_MARKER}*"))
+
+
+def remove_temporary_files(path: str | os.PathLike) -> list[Path]:
+    """Delete the leftovers of earlier, killed writes of `path`; returns what was deleted.
+
+    Safe because one output has one writer at a time (Snakemake locks its working directory).
+    """
+    removed = temporary_files(path)
+    for leftover in removed:
+        leftover.unlink(missing_ok=True)
+    return removed
+
+
+def _glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to `path`; on success rename it to `path`, on error delete it.
 
-    The temporary name keeps the suffix, so writers that infer the format from it still work.
+    The temporary name keeps the suffix, so writers that infer the format from it still work. It is
+    created with mode 0666 minus the umask (what `open(path, "w")` would give), not mkstemp's 0600.
+    Leftovers of an earlier killed write of the same path are deleted first.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    os.close(handle)
-    tmp = Path(tmp_name)
+    remove_temporary_files(path)
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMPORARY_MARKER}{path.suffix}")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            break
+        except FileExistsError:  # pragma: no cover - 32 random bits collided
+            continue
     try:
         yield tmp
         os.replace(tmp, path)

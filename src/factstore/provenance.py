@@ -2,7 +2,7 @@
 
 A sidecar answers "can I trust and reproduce this number?": the resolved parameters and seed,
 the git commit (and whether the tree had uncommitted changes), package versions, the device, and
-the wall time.
+the wall time and the peak memory.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import platform
+import resource
 import socket
 import subprocess
 import sys
@@ -57,6 +58,17 @@ def describe_device(device: Any) -> str:
     return text
 
 
+def peak_memory_mib(device: Any = "cpu") -> dict[str, float]:
+    """Peak resident memory of this process so far (Linux reports ru_maxrss in KiB), and the
+    peak CUDA memory allocated by torch when the step ran on a GPU."""
+    peak = {"cpu": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    if str(device).startswith("cuda"):
+        import torch
+
+        peak["cuda"] = round(torch.cuda.max_memory_allocated(torch.device(str(device))) / 2**20, 1)
+    return peak
+
+
 def collect(
     *,
     step: str,
@@ -80,4 +92,5 @@ def collect(
         "platform": platform.platform(),
         "command": sys.argv,
         "wall_time_s": round(wall_time_s, 3),
+        "peak_memory_mib": peak_memory_mib(device),
     }

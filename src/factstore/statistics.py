@@ -48,6 +48,8 @@ def r_squared(y: np.ndarray, fitted: np.ndarray) -> float:
 def linear_fit(x, y) -> LineFit:
     """Least-squares line through the points (x_i, y_i): x, y 1-D of equal length >= 2."""
     x, y = _float_vectors(x, y, "linear_fit")
+    if np.ptp(y) == 0:  # exactly flat: slope 0, not a rounding-level +-1e-17 whose sign could flip a check
+        return LineFit(0.0, float(y[0]), math.nan)
     design = np.stack([x, np.ones_like(x)], axis=1)
     (slope, intercept), *_ = np.linalg.lstsq(design, y, rcond=None)
     return LineFit(float(slope), float(intercept), r_squared(y, slope * x + intercept))

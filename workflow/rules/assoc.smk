@@ -28,8 +28,6 @@ rule assoc_hebbian:
     threads: config["threads"]
     log:
         "logs/assoc/hebbian.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -55,8 +53,6 @@ rule assoc_trained:
         gpu=1,
     log:
         "logs/assoc/trained_{problem}_d{d}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -83,25 +79,21 @@ rule assoc_rank:
         gpu=1,
     log:
         "logs/assoc/rank{kappa}_d{d}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
 
-def assoc_run_files(output_key, prefix):
-    """{<prefix><run>: file} of one output ('table' or 'spectra') of every trained run: full rank
-    per (problem, d), rank-constrained per kappa at d = rank.d."""
-    full = getattr(rules.assoc_trained.output, output_key)
-    rank = getattr(rules.assoc_rank.output, output_key)
-    rank_d = ASSOC["rank"]["d"]
-    files = {f"{prefix}{problem}_d{d}": full.format(problem=problem, d=d) for problem, d in ASSOC_TRAINED}
-    files |= {f"{prefix}rank{kappa:g}_d{rank_d}": rank.format(kappa=f"{kappa:g}", d=rank_d) for kappa in ASSOC["rank"]["kappa"]}
-    return files
-
-
-ASSOC_TABLES = assoc_run_files("table", "trained_")
-ASSOC_SPECTRA = assoc_run_files("spectra", "spectra_")
+# Named inputs trained_<run> / spectra_<run>: full rank per (problem, d), rank-constrained per kappa.
+ASSOC_RUN_WILDCARDS = {f"{problem}_d{d}": {"problem": problem, "d": d} for problem, d in ASSOC_TRAINED}
+ASSOC_RANK_WILDCARDS = {
+    f"rank{kappa:g}_d{ASSOC['rank']['d']}": {"kappa": f"{kappa:g}", "d": ASSOC["rank"]["d"]} for kappa in ASSOC["rank"]["kappa"]
+}
+ASSOC_TABLES = named_outputs(rules.assoc_trained.output.table, {f"trained_{run}": w for run, w in ASSOC_RUN_WILDCARDS.items()}) | named_outputs(
+    rules.assoc_rank.output.table, {f"trained_{run}": w for run, w in ASSOC_RANK_WILDCARDS.items()}
+)
+ASSOC_SPECTRA = named_outputs(rules.assoc_trained.output.spectra, {f"spectra_{run}": w for run, w in ASSOC_RUN_WILDCARDS.items()}) | named_outputs(
+    rules.assoc_rank.output.spectra, {f"spectra_{run}": w for run, w in ASSOC_RANK_WILDCARDS.items()}
+)
 ASSOC_SUMMARY_PARAMS = {
     "capacity_accuracy": ASSOC["capacity_accuracy"],
     "spectrum_d": ASSOC["spectrum_d"],
@@ -124,8 +116,6 @@ rule assoc_summary:
         io=runner_io,
     log:
         "logs/assoc/summary.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -145,7 +135,7 @@ FIGURES += figure_files("assoc", ASSOC_FIGURE_INPUTS)
 rule assoc_figure:
     """One figure of the study: figures/assoc_{figure}.png and .pdf."""
     output:
-        png="figures/assoc_{figure}.png",
+        png=figure_report("assoc", "S1 linear associative memory"),
         pdf="figures/assoc_{figure}.pdf",
     wildcard_constraints:
         figure="|".join(ASSOC_FIGURE_INPUTS),
@@ -156,9 +146,8 @@ rule assoc_figure:
         step="figures.draw",
         json=lambda w: as_json(ASSOC_SUMMARY_PARAMS, study="assoc", figure=w.figure),
         io=runner_io,
+        **figure_report_params("assoc"),
     log:
         "logs/assoc/figure_{figure}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

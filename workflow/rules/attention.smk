@@ -2,15 +2,7 @@
 # One capacity search per distinct (context kind, layer shape): sweep points that meet share a job.
 
 ATTENTION = config["attention"]
-ATTENTION_CODE = ["attention", "experiments/attention"]
-ATTENTION_FIGURE_CODE = code("attention", "experiments/attention", "plots/style", "plots/attention")
-# A sweep's figure exists when the config runs that sweep; the assumptions figure always does.
-ATTENTION_SWEEP_FIGURES = {"heads": "heads", "context": "n_context", "head_dim": "d_head"}
-ATTENTION_FIGURES = [name for name, sweep in ATTENTION_SWEEP_FIGURES.items() if sweep in ATTENTION["sweeps"]] + ["assumptions"]
 ATTENTION_LAYER = "{context}_d{d}_H{heads}_n{n_context}_dh{d_head}_dv{d_value}"
-
-FIGURES += [f"figures/attention_{name}.{ext}" for name in ATTENTION_FIGURES for ext in ("png", "pdf")]
-METRICS["attention"] = "results/attention/metrics.csv"
 
 
 # Named inputs capacity__<sweep>__<context>__<value> and probes__... for every sweep point; a point's
@@ -30,7 +22,7 @@ ATTENTION_TABLES = {
 rule attention:
     """Every result of the multi-head attention study (its figures: `snakemake figures`)."""
     input:
-        METRICS["attention"],
+        "results/attention/metrics.csv",
 
 
 rule attention_capacity:
@@ -45,7 +37,7 @@ rule attention_capacity:
         d_head=r"\d+",
         d_value=r"\d+",
     input:
-        code=code(*ATTENTION_CODE),
+        code=step_code("attention"),
     params:
         step="attention.capacity",
         json=lambda w: as_json(
@@ -59,8 +51,6 @@ rule attention_capacity:
         gpu=1,
     log:
         f"logs/attention/capacity_{ATTENTION_LAYER}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -69,96 +59,47 @@ rule attention_summary:
     output:
         capacity="results/attention/capacity.csv",
         probes="results/attention/probes.csv",
-        metrics=METRICS["attention"],
+        metrics="results/attention/metrics.csv",
     input:
         **ATTENTION_TABLES,
-        code=code(*ATTENTION_CODE),
+        code=step_code("attention"),
     params:
         step="attention.summary",
         json=as_json({}),
         io=runner_io,
     log:
         "logs/attention/summary.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
 
-ATTENTION_FIGURE_PARAMS = as_json({"training": ATTENTION["training"]})
+METRICS["attention"] = rules.attention_summary.output.metrics
+
+# A sweep's figure exists when the config runs that sweep; the assumptions figure always does.
+ATTENTION_SWEEP_FIGURES = {"heads": "heads", "context": "n_context", "head_dim": "d_head"}
+ATTENTION_FIGURE_INPUTS = {
+    name: {"capacity": rules.attention_summary.output.capacity}
+    for name, sweep in ATTENTION_SWEEP_FIGURES.items() if sweep in ATTENTION["sweeps"]
+} | {"assumptions": {"capacity": rules.attention_summary.output.capacity}}
+FIGURES += figure_files("attention", ATTENTION_FIGURE_INPUTS)
 
 
-rule attention_figure_heads:
+rule attention_figure:
+    """One figure of the study: figures/attention_{figure}.png and .pdf."""
     output:
-        png="figures/attention_heads.png",
-        pdf="figures/attention_heads.pdf",
+        png=figure_report("attention", "S4 multi-head attention"),
+        pdf="figures/attention_{figure}.pdf",
+    wildcard_constraints:
+        figure="|".join(ATTENTION_FIGURE_INPUTS),
     input:
-        capacity="results/attention/capacity.csv",
-        code=ATTENTION_FIGURE_CODE,
+        unpack(lambda w: ATTENTION_FIGURE_INPUTS[w.figure]),
+        code=figure_code("attention"),
     params:
-        step="attention.figure_heads",
-        json=ATTENTION_FIGURE_PARAMS,
+        step="figures.draw",
+        json=lambda w: as_json({"training": ATTENTION["training"]}, study="attention", figure=w.figure),
         io=runner_io,
+        **figure_report_params("attention"),
     log:
-        "logs/attention/figure_heads.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule attention_figure_context:
-    output:
-        png="figures/attention_context.png",
-        pdf="figures/attention_context.pdf",
-    input:
-        capacity="results/attention/capacity.csv",
-        code=ATTENTION_FIGURE_CODE,
-    params:
-        step="attention.figure_context",
-        json=ATTENTION_FIGURE_PARAMS,
-        io=runner_io,
-    log:
-        "logs/attention/figure_context.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule attention_figure_head_dim:
-    output:
-        png="figures/attention_head_dim.png",
-        pdf="figures/attention_head_dim.pdf",
-    input:
-        capacity="results/attention/capacity.csv",
-        code=ATTENTION_FIGURE_CODE,
-    params:
-        step="attention.figure_head_dim",
-        json=ATTENTION_FIGURE_PARAMS,
-        io=runner_io,
-    log:
-        "logs/attention/figure_head_dim.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule attention_figure_assumptions:
-    output:
-        png="figures/attention_assumptions.png",
-        pdf="figures/attention_assumptions.pdf",
-    input:
-        capacity="results/attention/capacity.csv",
-        code=ATTENTION_FIGURE_CODE,
-    params:
-        step="attention.figure_assumptions",
-        json=ATTENTION_FIGURE_PARAMS,
-        io=runner_io,
-    log:
-        "logs/attention/figure_assumptions.log",
-    conda:
-        ENVIRONMENT
+        "logs/attention/figure_{figure}.log",
     shell:
         STEP

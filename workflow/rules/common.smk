@@ -1,18 +1,31 @@
 # Shared helpers (config validation, step invocation, code dependencies, global targets).
-# Every conda directive points at the one environment of the project (used with --sdm conda).
-
-ENVIRONMENT = "../../environment.yml"
+# There are no conda directives: every step runs in the one environment of the project (the README
+# says how to make it with conda: environment.yml, then `pip install --no-deps -e .`).
 
 import json
 import sys
 from pathlib import Path
 
 from factstore import config as factstore_config
+from factstore.claims import claims_shown_in, load_registry
 from factstore.code_dependencies import source_files
+from factstore.report import figure_caption
 from factstore.data.fetch import MIRROR_ENVIRONMENT_VARIABLE
 
+# Under DVC, params.yaml selects the config file (passed as --configfile); a $FACTSTORE_CONFIG
+# naming another file would be silently overridden: stop instead.
+conflict = factstore_config.dvc_config_conflict(workflow.overwrite_configfiles)
+if conflict:
+    sys.exit(f"factstore: {conflict}")
+
+# --config values: nested ones arrive as strings (Snakemake's YAML base loader) and are typed here;
+# an invalid one is blamed on --config, not on the config file.
 try:
-    factstore_config.validate(config, source=" + ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)) or "config")
+    factstore_config.validate_workflow_config(
+        config,
+        files=list(workflow.overwrite_configfiles or workflow.configfiles),
+        overrides=workflow.config_settings.config,
+    )
 except factstore_config.ConfigError as error:
     sys.exit(f"factstore: {error}")
 
@@ -46,9 +59,33 @@ def as_json(section, **extra):
     return json.dumps({**section, **extra}, sort_keys=True)
 
 
-def code(*modules):
-    """Legacy hand-kept list (being replaced by step_code / figure_code in every study)."""
-    return step_code("figures") + [f"src/factstore/{module}.py" for module in modules]
+CLAIMS_REGISTRY = load_registry("config/claims.yaml")
+
+
+def figure_report(study, title):
+    """The report entry of a study's figure rule: the PNG, captioned (workflow/report/figure.rst)."""
+    return report(
+        f"figures/{study}_{{figure}}.png",
+        caption="../report/figure.rst",
+        category=title,
+        labels={"figure": "{figure}"},
+    )
+
+
+def figure_report_params(study):
+    """params of a study's figure rule read by the report caption -- what the figure shows (its
+    function's docstring) and the claims that name it in config/claims.yaml."""
+    plots_file = SOURCE_ROOT / f"factstore/plots/{study}.py"
+    return {
+        "caption": lambda w: figure_caption(plots_file, w.figure),
+        "claims": lambda w: ", ".join(claims_shown_in(CLAIMS_REGISTRY, f"{study}_{w.figure}")) or "none (context)",
+    }
+
+
+def named_outputs(pattern, wildcards_by_name):
+    """{name: pattern filled with that name's wildcard values}: the named inputs of a job that reads
+    one output of many jobs of another (e.g. every width's training table)."""
+    return {name: pattern.format(**wildcards) for name, wildcards in wildcards_by_name.items()}
 
 
 def figure_files(study, names):

@@ -24,16 +24,13 @@ rule fetch_file:
         source="book_authors|goodbooks|fewrel_pid2name",
         ext="csv|json",
     input:
-        code=step_code("data"),
+        code=step_code("fetch"),
     params:
-        step="data.fetch_file",
+        step="fetch.file",
         json=lambda w: as_json(FETCH_PARAMS, source=w.source),
         io=runner_io,
     log:
         "logs/data/fetch_{source}.{ext}.log",
-    retries: 1
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -43,15 +40,13 @@ rule fetch_fewrel:
         relations="data/raw/fewrel_relations.json",
         report="data/raw/fewrel_relations.json.source.json",
     input:
-        code=step_code("data"),
+        code=step_code("fetch"),
     params:
-        step="data.fetch_fewrel",
+        step="fetch.fewrel",
         json=as_json(FETCH_PARAMS, fewrel_train_wiki=config["data"]["fewrel_train_wiki"]),
         io=runner_io,
     log:
         "logs/data/fetch_fewrel.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -61,15 +56,13 @@ rule fetch_wikipedia:
         file="data/raw/wikipedia_summaries.json",
         report="data/raw/wikipedia_summaries.json.source.json",
     input:
-        code=step_code("data"),
+        code=step_code("fetch"),
     params:
-        step="data.fetch_wikipedia",
+        step="fetch.wikipedia",
         json=as_json({}),
         io=runner_io,
     log:
         "logs/data/fetch_wikipedia.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -78,18 +71,16 @@ rule prepare_goodreads:
     input:
         book_authors="data/raw/book_authors.csv",
         goodbooks="data/raw/goodbooks.csv",
-        code=step_code("data"),
+        code=step_code("prepare"),
     output:
         facts=DATA_TABLES["goodreads_facts"],
         goodbooks=DATA_TABLES["goodbooks_facts"],
     params:
-        step="data.prepare_goodreads",
+        step="prepare.goodreads",
         json=as_json({}),
         io=runner_io,
     log:
         "logs/data/prepare_goodreads.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -97,17 +88,15 @@ rule prepare_goodreads:
 rule prepare_wikipedia:
     input:
         summaries="data/raw/wikipedia_summaries.json",
-        code=step_code("data"),
+        code=step_code("prepare"),
     output:
         paragraphs=DATA_TABLES["wikipedia_paragraphs"],
     params:
-        step="data.prepare_wikipedia",
+        step="prepare.wikipedia",
         json=as_json({}),
         io=runner_io,
     log:
         "logs/data/prepare_wikipedia.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -117,17 +106,15 @@ rule prepare_fewrel:
         relations="data/raw/fewrel_relations.json",
         report="data/raw/fewrel_relations.json.source.json",
         pid2name="data/raw/fewrel_pid2name.json",
-        code=step_code("data"),
+        code=step_code("prepare"),
     output:
         sentences=DATA_TABLES["fewrel_sentences"],
     params:
-        step="data.prepare_fewrel",
+        step="prepare.fewrel",
         json=as_json({key: config["data"][key] for key in ("fewrel_test_per_relation", "split_seed")}),
         io=runner_io,
     log:
         "logs/data/prepare_fewrel.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -140,16 +127,14 @@ rule data_manifest:
         report_fewrel="data/raw/fewrel_relations.json.source.json",
         report_fewrel_pid2name="data/raw/fewrel_pid2name.json.source.json",
         report_wikipedia="data/raw/wikipedia_summaries.json.source.json",
-        code=step_code("data"),
+        code=step_code("prepare"),
     output:
         manifest="data/processed/manifest.json",
     params:
-        step="data.manifest",
+        step="prepare.manifest",
         json=as_json({}),
         io=runner_io,
     log:
         "logs/data/manifest.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

@@ -4,23 +4,6 @@
 # alpha (all methods, sharing the U* solve of their value set).
 
 MLP = config["mlp"]
-MLP_MODULES = (
-    "experiments/mlp", "facts", "geometry", "mlp/__init__", "mlp/capacity", "mlp/ntk", "mlp/encoder_decoder",
-    "mlp/gd", "mlp/hebbian", "mlp/lipschitz", "mlp/modules",
-)
-MLP_CODE = code(*MLP_MODULES)
-MLP_FIGURE_CODE = code(*MLP_MODULES, "plots/style", "plots/mlp")
-MLP_FIGURES = ["capacity_scaling", "bits_per_parameter", "anisotropy", "whitening"]
-
-FIGURES += [f"figures/mlp_{name}.{ext}" for name in MLP_FIGURES for ext in ("png", "pdf")]
-METRICS["mlp"] = "results/mlp/metrics.csv"
-
-# Named inputs of the summary: one table per capacity method, per kappa, per alpha.
-MLP_TABLES = (
-    {f"capacity_{method}": f"results/mlp/capacity/{method}.csv" for method in MLP["capacity"]["methods"]}
-    | {f"anisotropy_k{kappa:g}": f"results/mlp/anisotropy/kappa{kappa:g}.csv" for kappa in MLP["anisotropy"]["kappas"]}
-    | {f"whitening_a{alpha:g}": f"results/mlp/whitening/alpha{alpha:g}.csv" for alpha in MLP["whitening"]["alphas"]}
-)
 # What every search job reads; each job adds its own section without the list it is one point of.
 MLP_SHARED = {key: MLP[key] for key in ("seed", "ntk_degree", "search", "gd")}
 MLP_SUMMARY_PARAMS = {
@@ -30,13 +13,12 @@ MLP_SUMMARY_PARAMS = {
     "search": MLP["search"],
     "anisotropy_facts": MLP["anisotropy"]["n_facts"],
 }
-MLP_FIGURE_PARAMS = MLP_SUMMARY_PARAMS | {key: MLP[key] for key in ("capacity", "anisotropy", "whitening")}
 
 
 rule mlp:
     """Every result of the fact-storing MLP study (its figures: `snakemake figures`)."""
     input:
-        METRICS["mlp"],
+        "results/mlp/metrics.csv",
 
 
 rule mlp_embeddings:
@@ -44,16 +26,14 @@ rule mlp_embeddings:
         embeddings="results/mlp/embeddings.npz",
     input:
         facts=DATA_TABLES["goodreads_facts"],
-        code=code("experiments/mlp", "embeddings"),
+        code=step_code("embeddings"),
     params:
-        step="mlp.embeddings",
+        step="embeddings.goodreads_minilm",
         json=as_json(MLP["embeddings"], seed=MLP["seed"]),
         io=runner_io,
     threads: config["threads"]
     log:
         "logs/mlp/embeddings.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -64,7 +44,7 @@ rule mlp_capacity:
     wildcard_constraints:
         method=r"[a-z_]+",
     input:
-        code=MLP_CODE,
+        code=step_code("mlp"),
     params:
         step="mlp.capacity",
         json=lambda w: as_json(
@@ -76,8 +56,6 @@ rule mlp_capacity:
         gpu=lambda w: int(w.method.startswith("gd")),  # GD trains on the GPU; constructions stay on the CPU
     log:
         "logs/mlp/capacity_{method}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -88,7 +66,7 @@ rule mlp_anisotropy:
     wildcard_constraints:
         kappa=r"[0-9.e+]+",
     input:
-        code=MLP_CODE,
+        code=step_code("mlp"),
     params:
         step="mlp.anisotropy",
         json=lambda w: as_json(
@@ -100,8 +78,6 @@ rule mlp_anisotropy:
         gpu=1,  # its GD methods train on the GPU when there is one
     log:
         "logs/mlp/anisotropy_kappa{kappa}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -112,8 +88,8 @@ rule mlp_whitening:
     wildcard_constraints:
         alpha=r"[0-9.e-]+",
     input:
-        embeddings="results/mlp/embeddings.npz",
-        code=MLP_CODE,
+        embeddings=rules.mlp_embeddings.output.embeddings,
+        code=step_code("mlp"),
     params:
         step="mlp.whitening",
         json=lambda w: as_json(
@@ -125,104 +101,65 @@ rule mlp_whitening:
         gpu=1,  # its GD methods train on the GPU when there is one
     log:
         "logs/mlp/whitening_alpha{alpha}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
+
+
+# Named inputs of the summary: one table per capacity method, per kappa, per alpha.
+MLP_TABLES = (
+    named_outputs(rules.mlp_capacity.output.table, {f"capacity_{m}": {"method": m} for m in MLP["capacity"]["methods"]})
+    | named_outputs(rules.mlp_anisotropy.output.table, {f"anisotropy_k{k:g}": {"kappa": f"{k:g}"} for k in MLP["anisotropy"]["kappas"]})
+    | named_outputs(rules.mlp_whitening.output.table, {f"whitening_a{a:g}": {"alpha": f"{a:g}"} for a in MLP["whitening"]["alphas"]})
+)
 
 
 rule mlp_summary:
     output:
         results="results/mlp/results.csv",
         fits="results/mlp/fits.csv",
-        metrics=METRICS["mlp"],
+        metrics="results/mlp/metrics.csv",
     input:
         **MLP_TABLES,
-        code=MLP_CODE,
+        code=step_code("mlp_summary"),
     params:
-        step="mlp.summary",
+        step="mlp_summary.summary",
         json=as_json(MLP_SUMMARY_PARAMS),
         io=runner_io,
     log:
         "logs/mlp/summary.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
 
-rule mlp_figure_capacity_scaling:
+METRICS["mlp"] = rules.mlp_summary.output.metrics
+
+# figure name (a key of factstore.plots.mlp.FIGURES) -> the tables it reads.
+MLP_FIGURE_INPUTS = {
+    "capacity_scaling": {"results": rules.mlp_summary.output.results, "fits": rules.mlp_summary.output.fits},
+    "bits_per_parameter": {"results": rules.mlp_summary.output.results},
+    "anisotropy": {"results": rules.mlp_summary.output.results},
+    "whitening": {"results": rules.mlp_summary.output.results},
+}
+MLP_FIGURE_PARAMS = MLP_SUMMARY_PARAMS | {key: MLP[key] for key in ("capacity", "anisotropy", "whitening")}
+FIGURES += figure_files("mlp", MLP_FIGURE_INPUTS)
+
+
+rule mlp_figure:
+    """One figure of the study: figures/mlp_{figure}.png and .pdf."""
     output:
-        png="figures/mlp_capacity_scaling.png",
-        pdf="figures/mlp_capacity_scaling.pdf",
+        png=figure_report("mlp", "S0 fact-storing MLPs"),
+        pdf="figures/mlp_{figure}.pdf",
+    wildcard_constraints:
+        figure="|".join(MLP_FIGURE_INPUTS),
     input:
-        results="results/mlp/results.csv",
-        fits="results/mlp/fits.csv",
-        code=MLP_FIGURE_CODE,
+        unpack(lambda w: MLP_FIGURE_INPUTS[w.figure]),
+        code=figure_code("mlp"),
     params:
-        step="mlp.figure_capacity_scaling",
-        json=as_json(MLP_FIGURE_PARAMS),
+        step="figures.draw",
+        json=lambda w: as_json(MLP_FIGURE_PARAMS, study="mlp", figure=w.figure),
         io=runner_io,
+        **figure_report_params("mlp"),
     log:
-        "logs/mlp/figure_capacity_scaling.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule mlp_figure_bits_per_parameter:
-    output:
-        png="figures/mlp_bits_per_parameter.png",
-        pdf="figures/mlp_bits_per_parameter.pdf",
-    input:
-        results="results/mlp/results.csv",
-        code=MLP_FIGURE_CODE,
-    params:
-        step="mlp.figure_bits_per_parameter",
-        json=as_json(MLP_FIGURE_PARAMS),
-        io=runner_io,
-    log:
-        "logs/mlp/figure_bits_per_parameter.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule mlp_figure_anisotropy:
-    output:
-        png="figures/mlp_anisotropy.png",
-        pdf="figures/mlp_anisotropy.pdf",
-    input:
-        results="results/mlp/results.csv",
-        code=MLP_FIGURE_CODE,
-    params:
-        step="mlp.figure_anisotropy",
-        json=as_json(MLP_FIGURE_PARAMS),
-        io=runner_io,
-    log:
-        "logs/mlp/figure_anisotropy.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule mlp_figure_whitening:
-    output:
-        png="figures/mlp_whitening.png",
-        pdf="figures/mlp_whitening.pdf",
-    input:
-        results="results/mlp/results.csv",
-        code=MLP_FIGURE_CODE,
-    params:
-        step="mlp.figure_whitening",
-        json=as_json(MLP_FIGURE_PARAMS),
-        io=runner_io,
-    log:
-        "logs/mlp/figure_whitening.log",
-    conda:
-        ENVIRONMENT
+        "logs/mlp/figure_{figure}.log",
     shell:
         STEP

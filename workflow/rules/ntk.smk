@@ -2,19 +2,6 @@
 # kernel-regression scaling law. One training job per width; the rest are single cheap jobs.
 
 NTK = config["ntk"]
-NTK_CODE = ["ntk_theory", "experiments/ntk"]
-NTK_FIGURE_CODE = code("ntk_theory", "experiments/ntk", "plots/style", "plots/ntk")
-NTK_FIGURES = ["convergence", "lazy_training", "linearised", "kernel_scaling"]
-
-FIGURES += [f"figures/ntk_{name}.{ext}" for name in NTK_FIGURES for ext in ("png", "pdf")]
-METRICS["ntk"] = "results/ntk/metrics.csv"
-
-
-# Named inputs for every width's training summary and trajectories.
-NTK_TRAINING = {f"training_w{width}": f"results/ntk/training_w{width}.csv" for width in NTK["training"]["widths"]}
-NTK_TRAJECTORIES = {
-    f"trajectories_w{width}": f"results/ntk/trajectories_w{width}.csv" for width in NTK["training"]["widths"]
-}
 # The training section without its width list, plus the study seed.
 NTK_TRAINING_SECTION = {k: v for k, v in NTK["training"].items() if k != "widths"}
 
@@ -22,14 +9,14 @@ NTK_TRAINING_SECTION = {k: v for k, v in NTK["training"].items() if k != "widths
 rule ntk:
     """Every result of the NTK study (its figures: `snakemake figures`)."""
     input:
-        METRICS["ntk"],
+        "results/ntk/metrics.csv",
 
 
 rule ntk_convergence:
     output:
         table="results/ntk/convergence.csv",
     input:
-        code=code(*NTK_CODE),
+        code=step_code("ntk"),
     params:
         step="ntk.convergence",
         json=as_json(NTK["convergence"], seed=NTK["seed"]),
@@ -39,8 +26,6 @@ rule ntk_convergence:
         gpu=1,
     log:
         "logs/ntk/convergence.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -52,7 +37,7 @@ rule ntk_training:
     wildcard_constraints:
         width=r"\d+",
     input:
-        code=code(*NTK_CODE),
+        code=step_code("ntk"),
     params:
         step="ntk.training",
         json=lambda w: as_json(NTK_TRAINING_SECTION, seed=NTK["seed"], width=int(w.width)),
@@ -62,8 +47,6 @@ rule ntk_training:
         gpu=1,
     log:
         "logs/ntk/training_w{width}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -72,7 +55,7 @@ rule ntk_scaling:
     output:
         table="results/ntk/scaling.csv",
     input:
-        code=code(*NTK_CODE),
+        code=step_code("ntk"),
     params:
         step="ntk.scaling",
         json=as_json(NTK["scaling"], seed=NTK["seed"]),
@@ -82,104 +65,69 @@ rule ntk_scaling:
         gpu=1,
     log:
         "logs/ntk/scaling.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
 
+NTK_TRAINING = named_outputs(rules.ntk_training.output.summary, {f"training_w{w}": {"width": w} for w in NTK["training"]["widths"]})
+NTK_TRAJECTORIES = named_outputs(
+    rules.ntk_training.output.trajectories, {f"trajectories_w{w}": {"width": w} for w in NTK["training"]["widths"]}
+)
+
+
 rule ntk_summary:
     output:
-        metrics=METRICS["ntk"],
+        metrics="results/ntk/metrics.csv",
     input:
         **NTK_TRAINING,
-        convergence="results/ntk/convergence.csv",
-        scaling="results/ntk/scaling.csv",
-        code=code(*NTK_CODE),
+        convergence=rules.ntk_convergence.output.table,
+        scaling=rules.ntk_scaling.output.table,
+        code=step_code("ntk"),
     params:
         step="ntk.summary",
         json=as_json(NTK_TRAINING_SECTION, seed=NTK["seed"], fit_min_train_size=NTK["scaling"]["fit_min_train_size"]),
         io=runner_io,
     log:
         "logs/ntk/summary.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
 
-rule ntk_figure_convergence:
+METRICS["ntk"] = rules.ntk_summary.output.metrics
+
+# figure name (a key of factstore.plots.ntk.FIGURES) -> the tables it reads / the parameters its
+# caption states (each figure reruns only when its own section changes).
+NTK_FIGURE_INPUTS = {
+    "convergence": {"table": rules.ntk_convergence.output.table},
+    "lazy_training": NTK_TRAINING,
+    "linearised": NTK_TRAINING | NTK_TRAJECTORIES,
+    "kernel_scaling": {"table": rules.ntk_scaling.output.table},
+}
+NTK_FIGURE_PARAMS = {
+    "convergence": NTK["convergence"],
+    "lazy_training": NTK_TRAINING_SECTION,
+    "linearised": NTK_TRAINING_SECTION,
+    "kernel_scaling": NTK["scaling"],
+}
+FIGURES += figure_files("ntk", NTK_FIGURE_INPUTS)
+
+
+rule ntk_figure:
+    """One figure of the study: figures/ntk_{figure}.png and .pdf."""
     output:
-        png="figures/ntk_convergence.png",
-        pdf="figures/ntk_convergence.pdf",
+        png=figure_report("ntk", "S2 neural tangent kernel"),
+        pdf="figures/ntk_{figure}.pdf",
+    wildcard_constraints:
+        figure="|".join(NTK_FIGURE_INPUTS),
     input:
-        table="results/ntk/convergence.csv",
-        code=NTK_FIGURE_CODE,
+        unpack(lambda w: NTK_FIGURE_INPUTS[w.figure]),
+        code=figure_code("ntk"),
     params:
-        step="ntk.figure_convergence",
-        json=as_json(NTK["convergence"]),
+        step="figures.draw",
+        json=lambda w: as_json(NTK_FIGURE_PARAMS[w.figure], study="ntk", figure=w.figure),
         io=runner_io,
+        **figure_report_params("ntk"),
     log:
-        "logs/ntk/figure_convergence.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule ntk_figure_lazy_training:
-    output:
-        png="figures/ntk_lazy_training.png",
-        pdf="figures/ntk_lazy_training.pdf",
-    input:
-        **NTK_TRAINING,
-        code=NTK_FIGURE_CODE,
-    params:
-        step="ntk.figure_lazy",
-        json=as_json(NTK_TRAINING_SECTION, seed=NTK["seed"]),
-        io=runner_io,
-    log:
-        "logs/ntk/figure_lazy_training.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule ntk_figure_linearised:
-    output:
-        png="figures/ntk_linearised.png",
-        pdf="figures/ntk_linearised.pdf",
-    input:
-        **NTK_TRAINING,
-        **NTK_TRAJECTORIES,
-        code=NTK_FIGURE_CODE,
-    params:
-        step="ntk.figure_linearised",
-        json=as_json(NTK_TRAINING_SECTION, seed=NTK["seed"]),
-        io=runner_io,
-    log:
-        "logs/ntk/figure_linearised.log",
-    conda:
-        ENVIRONMENT
-    shell:
-        STEP
-
-
-rule ntk_figure_kernel_scaling:
-    output:
-        png="figures/ntk_kernel_scaling.png",
-        pdf="figures/ntk_kernel_scaling.pdf",
-    input:
-        table="results/ntk/scaling.csv",
-        code=NTK_FIGURE_CODE,
-    params:
-        step="ntk.figure_scaling",
-        json=as_json(NTK["scaling"]),
-        io=runner_io,
-    log:
-        "logs/ntk/figure_kernel_scaling.log",
-    conda:
-        ENVIRONMENT
+        "logs/ntk/figure_{figure}.log",
     shell:
         STEP

@@ -17,7 +17,5 @@ rule overview_bits_per_parameter:
         io=runner_io,
     log:
         "logs/overview_bits_per_parameter.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

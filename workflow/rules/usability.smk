@@ -27,7 +27,7 @@ rule usability_capacity:
     wildcard_constraints:
         method=r"[a-z_]+",
     input:
-        standalone=lambda w: rules.mlp_capacity.output.table.format(method=w.method),
+        standalone=lambda w: rules.mlp_capacity.output.table.format(method=w.method),  # the mlp study's table
         code=step_code("usability"),
     params:
         step="usability.capacity",
@@ -38,8 +38,6 @@ rule usability_capacity:
         gpu=1,
     log:
         "logs/usability/capacity_{method}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -65,19 +63,17 @@ rule usability_whitening:
         gpu=1,
     log:
         "logs/usability/whitening_{kind}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
 
 USABILITY_METHODS = USABILITY["capacity"]["methods"]
-USABILITY_TABLES = (
-    {f"capacity_{m}": rules.usability_capacity.output.capacity.format(method=m) for m in USABILITY_METHODS}
-    | {f"probes_{m}": rules.usability_capacity.output.probes.format(method=m) for m in USABILITY_METHODS}
-    | {f"whitening_{k}": rules.usability_whitening.output.table.format(kind=k) for k in ("real", "synthetic")}
-    | {f"standalone_{m}": rules.mlp_capacity.output.table.format(method=m) for m in USABILITY_METHODS}
-)
+USABILITY_KINDS = ("real", "synthetic")
+USABILITY_CAPACITY = named_outputs(rules.usability_capacity.output.capacity, {f"capacity_{m}": {"method": m} for m in USABILITY_METHODS})
+USABILITY_PROBES = named_outputs(rules.usability_capacity.output.probes, {f"probes_{m}": {"method": m} for m in USABILITY_METHODS})
+USABILITY_WHITENING = named_outputs(rules.usability_whitening.output.table, {f"whitening_{k}": {"kind": k} for k in USABILITY_KINDS})
+USABILITY_STANDALONE = named_outputs(rules.mlp_capacity.output.table, {f"standalone_{m}": {"method": m} for m in USABILITY_METHODS})
+USABILITY_TABLES = USABILITY_CAPACITY | USABILITY_PROBES | USABILITY_WHITENING | USABILITY_STANDALONE
 USABILITY_SUMMARY_PARAMS = {
     "target": USABILITY["target"],
     "lipschitz_on": USABILITY["lipschitz_on"],
@@ -100,8 +96,6 @@ rule usability_summary:
         io=runner_io,
     log:
         "logs/usability/summary.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP
 
@@ -110,10 +104,9 @@ METRICS["usability"] = rules.usability_summary.output.metrics
 
 # figure name (a key of factstore.plots.usability.FIGURES) -> the tables it reads, by name.
 USABILITY_FIGURE_INPUTS = {
-    "usable_capacity": {"usable": rules.usability_summary.output.usable}
-    | {f"capacity_{m}": rules.usability_capacity.output.capacity.format(method=m) for m in USABILITY_METHODS},
+    "usable_capacity": {"usable": rules.usability_summary.output.usable} | USABILITY_CAPACITY,
     "recall": {"mlps": rules.usability_summary.output.mlps},
-    "whitening": {f"whitening_{k}": rules.usability_whitening.output.table.format(kind=k) for k in ("real", "synthetic")},
+    "whitening": USABILITY_WHITENING,
     "lipschitz": {"mlps": rules.usability_summary.output.mlps},
 }
 FIGURES += figure_files("usability", USABILITY_FIGURE_INPUTS)
@@ -122,7 +115,7 @@ FIGURES += figure_files("usability", USABILITY_FIGURE_INPUTS)
 rule usability_figure:
     """One figure of the study: figures/usability_{figure}.png and .pdf."""
     output:
-        png="figures/usability_{figure}.png",
+        png=figure_report("usability", "S0 usability inside a Transformer"),
         pdf="figures/usability_{figure}.pdf",
     wildcard_constraints:
         figure="|".join(USABILITY_FIGURE_INPUTS),
@@ -133,9 +126,8 @@ rule usability_figure:
         step="figures.draw",
         json=lambda w: as_json(USABILITY_SUMMARY_PARAMS, study="usability", figure=w.figure),
         io=runner_io,
+        **figure_report_params("usability"),
     log:
         "logs/usability/figure_{figure}.log",
-    conda:
-        ENVIRONMENT
     shell:
         STEP

@@ -3,11 +3,19 @@
 Order of attempts: the mirror directory (when configured and it holds the file), then the URL with
 retries and exponential back-off. A file is moved into place only after its checksum matched, so
 a failed or corrupted fetch leaves nothing behind.
+
+Two kinds of failure, told apart by their class:
+  SourceUnavailable (no mirror file, and no download got through): a caller may fall back to
+      another source, saying so;
+  ChecksumError (bytes were obtained, but not the expected ones): never a fallback, never retried
+      (the same mirror file or URL gives the same wrong bytes again); the message names the
+      mirror path or URL the bytes came from.
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import shutil
 import time
@@ -25,8 +33,12 @@ class FetchError(RuntimeError):
     """The file could not be obtained from any source; the message lists each attempt."""
 
 
+class SourceUnavailable(FetchError):
+    """No bytes could be obtained: no mirror file, and every download attempt failed."""
+
+
 class ChecksumError(FetchError):
-    """The bytes obtained are not the expected ones."""
+    """The bytes obtained are not the expected ones (a corrupt mirror file, a changed upstream)."""
 
 
 def sha256_of(path: Path) -> str:
@@ -46,8 +58,11 @@ def git_blob_id(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify(path: Path, source: Source) -> str:
-    """Raise ChecksumError unless `path` holds the source's exact bytes; return the checksum used."""
+def verify(path: Path, source: Source, origin: str | os.PathLike | None = None) -> str:
+    """Raise ChecksumError unless `path` holds the source's exact bytes; return the checksum used.
+
+    origin: where the bytes came from (mirror file or URL), named in the error instead of `path`
+    (which may be a temporary file)."""
     if source.sha256:
         actual, expected, kind = sha256_of(path), source.sha256, "sha256"
     elif source.git_blob:
@@ -55,7 +70,8 @@ def verify(path: Path, source: Source) -> str:
     else:
         raise ValueError(f"source {source.name} has no checksum to verify against")
     if actual != expected:
-        raise ChecksumError(f"{source.name}: {kind} mismatch for {path.name}: expected {expected}, got {actual}")
+        raise ChecksumError(f"{source.name}: {kind} mismatch for {origin or path}: expected {expected}, got {actual}"
+                            " (corrupt or changed file: replace it, do not retry)")
     return f"{kind}:{actual}"
 
 
@@ -87,8 +103,9 @@ def fetch(
 ) -> dict[str, str]:
     """Obtain `source` at `destination`, verified. Returns {'origin': mirror path or URL, 'checksum': ...}.
 
-    A checksum mismatch from the mirror is an error at once (the mirror is wrong, not flaky);
-    a mismatch from the URL counts as a failed attempt and is retried.
+    Raises ChecksumError at once when the mirror file or a complete download has the wrong bytes
+    (deterministic: a retry would give the same), SourceUnavailable when no bytes could be had.
+    Network errors (including a truncated transfer) are retried with exponential back-off.
     """
     destination = Path(destination)
     attempts: list[str] = []
@@ -98,18 +115,18 @@ def fetch(
         if candidate.is_file():
             with atomic_path(destination) as tmp:
                 shutil.copyfile(candidate, tmp)
-                checksum = verify(tmp, source)
+                checksum = verify(tmp, source, origin=candidate)
             return {"origin": str(candidate), "checksum": checksum}
         attempts.append(f"mirror: {candidate} does not exist")
     for attempt in range(1, retries + 1):
         try:
             with atomic_path(destination) as tmp:
                 _download(source.url, tmp, timeout)
-                checksum = verify(tmp, source)
+                checksum = verify(tmp, source, origin=source.url)
             return {"origin": source.url, "checksum": checksum}
-        except (urllib.error.URLError, OSError, ChecksumError, TimeoutError) as error:
+        except (urllib.error.URLError, OSError, http.client.HTTPException, TimeoutError) as error:
             attempts.append(f"download attempt {attempt}/{retries} from {source.url}: {error}")
             if attempt < retries:
                 time.sleep(backoff_s * 2 ** (attempt - 1))
     hint = "" if mirror_path else f" (offline? point {MIRROR_ENVIRONMENT_VARIABLE} at a mirror directory)"
-    raise FetchError(f"could not fetch {source.name}{hint}:\n  " + "\n  ".join(attempts))
+    raise SourceUnavailable(f"could not fetch {source.name}{hint}:\n  " + "\n  ".join(attempts))

@@ -13,26 +13,61 @@ job's numbers do not depend on which other jobs ran.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
-from scipy.stats import spearmanr
 
-from factstore import attention as att
+from factstore.attention.assumptions import check_assumptions
+from factstore.attention.capacity import TrainSettings, attention_capacity
+from factstore.attention.model import AttentionShape, MemorisationData, make_dataset
 from factstore.device import derived_generator
 from factstore.io import read_table
+from factstore.metrics import MetricsTable
+from factstore.statistics import linear_fit, spearman
 
-CLAIM_CONTEXT = "shared"  # the context kind whose sweeps give the claim metrics (no name suffix)
+# One capacity per trained layer, named by the sweep, the swept value and the context kind (e.g.
+# capacity_heads2_shared). The value comes from the config's sweep, so only it is filled in.
+LAYER_CAPACITY_METRICS = {
+    "heads": {"shared": "capacity_heads{value}_shared", "per_example": "capacity_heads{value}_per_example"},
+    "n_context": {"shared": "capacity_n_context{value}_shared", "per_example": "capacity_n_context{value}_per_example"},
+    "d_head": {"shared": "capacity_d_head{value}_shared", "per_example": "capacity_d_head{value}_per_example"},
+}
+
+# The metric names of each sweep's fits, per context kind. The claims read the shared-context names
+# (the setting of the paper's d_h experiment); the per-example ones carry the suffix _per_example.
+# Written out in full, never assembled, so a search for a claim's metric finds the code behind it.
+HEADS_METRICS = {
+    "shared": {"slope": "heads_linear_slope", "r2": "heads_linear_r2",
+               "intercept": "heads_linear_intercept", "ratio": "heads_capacity_ratio"},
+    "per_example": {"slope": "heads_linear_slope_per_example", "r2": "heads_linear_r2_per_example",
+                    "intercept": "heads_linear_intercept_per_example", "ratio": "heads_capacity_ratio_per_example"},
+}
+CONTEXT_METRICS = {
+    "shared": {"spearman": "context_spearman", "ratio": "context_capacity_ratio"},
+    "per_example": {"spearman": "context_spearman_per_example", "ratio": "context_capacity_ratio_per_example"},
+}
+HEAD_DIM_METRICS = {
+    "shared": {"slope_below": "head_dim_slope_below_n", "slope_above": "head_dim_slope_above_n",
+               "slope_ratio": "head_dim_slope_ratio", "saturation_ratio": "head_dim_saturation_ratio"},
+    "per_example": {"slope_below": "head_dim_slope_below_n_per_example",
+                    "slope_above": "head_dim_slope_above_n_per_example",
+                    "slope_ratio": "head_dim_slope_ratio_per_example",
+                    "saturation_ratio": "head_dim_saturation_ratio_per_example"},
+}
 
 
-def layer_shape(layer: dict, n_classes: int) -> att.AttentionShape:
-    return att.AttentionShape(
+def layer_shape(layer: dict, n_classes: int) -> AttentionShape:
+    """The config's layer sizes {d, heads, d_head, d_value} (n_context is the data's) as a shape."""
+    return AttentionShape(
         d=layer["d"], heads=layer["heads"], d_head=layer["d_head"], d_value=layer["d_value"], n_classes=n_classes
     )
 
 
-def train_settings(training: dict) -> att.TrainSettings:
-    return att.TrainSettings(
+def train_settings(training: dict) -> TrainSettings:
+    """The config's training section as TrainSettings (final_lr_fraction keeps its default 0)."""
+    return TrainSettings(
         lr=training["learning_rate"],
         max_steps=training["max_steps"],
         warmup_steps=training["warmup_steps"],
@@ -41,10 +76,10 @@ def train_settings(training: dict) -> att.TrainSettings:
     )
 
 
-def data_pool(seed: int, context: str, layer: dict, n_classes: int, size: int) -> att.MemorisationData:
+def data_pool(seed: int, context: str, layer: dict, n_classes: int, size: int) -> MemorisationData:
     """The examples every search on (context, d, n, C) draws its prefixes from."""
     generator = derived_generator(seed, "attention-pool", context, layer["d"], layer["n_context"], n_classes)
-    return att.make_dataset(size, layer["d"], layer["n_context"], n_classes, context, generator)
+    return make_dataset(size, layer["d"], layer["n_context"], n_classes, context, generator)
 
 
 # ------------------------------------------------------------------------------ computing steps
@@ -62,7 +97,7 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     search_params = params["search"]
     pool = data_pool(params["seed"], params["context"], layer, n_classes, search_params["max_size"])
     generator = derived_generator(params["seed"], "attention-init", params["context"], *sorted(layer.items()), n_classes)
-    search, fits = att.attention_capacity(
+    search, fits = attention_capacity(
         pool,
         shape,
         train_settings(params["training"]),
@@ -74,7 +109,7 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
         device=context.device,
     )
     largest_probe = max(fit.size for fit in fits)
-    assumptions = att.check_assumptions(
+    assumptions = check_assumptions(
         pool.prefix(largest_probe), params["assumption_subsets"], derived_generator(params["seed"], "attention-ranks")
     )
     description = {"context": params["context"], **layer, "n_classes": n_classes}
@@ -114,52 +149,70 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
 
     inputs: capacity__<sweep>__<context>__<value>=... and probes__... for every sweep point. The
     claim metrics (unsuffixed names) come from the shared-context sweeps, the setting of the
-    paper's d_h experiment; other context kinds get a suffix. Returns {"capacity", "probes",
-    "metrics"} tables.
+    paper's d_h experiment; the per-example context gets the suffix _per_example (the names of
+    both are in HEADS_METRICS, CONTEXT_METRICS, HEAD_DIM_METRICS). Returns {"capacity",
+    "probes", "metrics"} tables.
     """
     capacities = _sweep_tables(inputs, "capacity").sort_values(["sweep", "context", "value"], ignore_index=True)
     probes = _sweep_tables(inputs, "probes")
-    metrics = []
-
-    def metric(name: str, value: float, detail: str = "") -> None:
-        metrics.append({"metric": name, "value": float(value), "detail": detail})
+    metrics = MetricsTable()
 
     for row in capacities.itertuples():
-        metric(f"capacity_{row.sweep}{row.value}_{row.context}", row.capacity,
-               f"max N x acc = {row.memorised_examples:.0f}, {row.n_params} parameters, H min(n, d_h) = {row.theory_scale}")
+        metrics.add(LAYER_CAPACITY_METRICS[row.sweep][row.context].format(value=row.value), row.capacity,
+                    f"max N x acc = {row.memorised_examples:.0f}, {row.n_params} parameters, H min(n, d_h) = {row.theory_scale}")
 
     for (sweep, kind), points in capacities.groupby(["sweep", "context"]):
         points = points.sort_values("value")
         x, y = points["value"].tolist(), points["capacity"].tolist()
         fixed = _fixed_sizes(points, sweep)
-        suffix = "" if kind == CLAIM_CONTEXT else f"_{kind}"
         if sweep == "heads" and len(x) >= 2:
-            fit = att.linear_fit(x, y)
-            metric(f"heads_linear_slope{suffix}", fit["slope"], f"{kind} context, examples per head, {fixed}")
-            metric(f"heads_linear_r2{suffix}", fit["r2"], f"linear fit of capacity on H = {x}")
-            metric(f"heads_linear_intercept{suffix}", fit["intercept"], "examples at H = 0 from the fit")
-            metric(f"heads_capacity_ratio{suffix}", y[-1] / max(y[0], 1), f"capacity at H = {x[-1]} over H = {x[0]} (H ratio {x[-1] / x[0]:g})")
+            names, fit = HEADS_METRICS[kind], linear_fit(x, y)
+            metrics.add(names["slope"], fit.slope, f"{kind} context, examples per head, {fixed}")
+            metrics.add(names["r2"], fit.r2, f"linear fit of capacity on H = {x}")
+            metrics.add(names["intercept"], fit.intercept, "examples at H = 0 from the fit")
+            metrics.add(names["ratio"], y[-1] / max(y[0], 1), f"capacity at H = {x[-1]} over H = {x[0]} (H ratio {x[-1] / x[0]:g})")
         if sweep == "n_context" and len(x) >= 2:
-            metric(f"context_spearman{suffix}", spearmanr(x, y).statistic, f"{kind} context, capacity vs n = {x}, {fixed}")
-            metric(f"context_capacity_ratio{suffix}", y[-1] / max(y[0], 1), f"capacity at n = {x[-1]} over n = {x[0]}")
+            names = CONTEXT_METRICS[kind]
+            metrics.add(names["spearman"], spearman(x, y), f"{kind} context, capacity vs n = {x}, {fixed}")
+            metrics.add(names["ratio"], y[-1] / max(y[0], 1), f"capacity at n = {x[-1]} over n = {x[0]}")
         if sweep == "d_head" and len(x) >= 2:
-            knee = int(points["n_context"].iloc[0])
+            names, knee = HEAD_DIM_METRICS[kind], int(points["n_context"].iloc[0])
             try:
-                slopes = att.slopes_around(x, y, knee)
+                slopes = slopes_around(x, y, knee)
             except ValueError:
                 continue
-            metric(f"head_dim_slope_below_n{suffix}", slopes["slope_below"], f"{kind} context, examples per unit of d_h for d_h <= n = {knee}, {fixed}")
-            metric(f"head_dim_slope_above_n{suffix}", slopes["slope_above"], f"examples per unit of d_h for d_h >= n = {knee}")
-            ratio = slopes["slope_above"] / slopes["slope_below"] if slopes["slope_below"] > 0 else math.nan
-            metric(f"head_dim_slope_ratio{suffix}", ratio, "slope above n / slope below n (saturation: ~0)")
+            metrics.add(names["slope_below"], slopes.below, f"{kind} context, examples per unit of d_h for d_h <= n = {knee}, {fixed}")
+            metrics.add(names["slope_above"], slopes.above, f"examples per unit of d_h for d_h >= n = {knee}")
+            ratio = slopes.above / slopes.below if slopes.below > 0 else math.nan
+            metrics.add(names["slope_ratio"], ratio, "slope above n / slope below n (saturation: ~0)")
             knee_at = saturation_point(x, y, knee)
-            metric(f"head_dim_saturation_ratio{suffix}", knee_at / knee,
-                   f"smallest d_h within 10% of the plateau (mean capacity for d_h >= n) is {knee_at}; n = {knee}")
+            metrics.add(names["saturation_ratio"], knee_at / knee,
+                        f"smallest d_h within 10% of the plateau (mean capacity for d_h >= n) is {knee_at}; n = {knee}")
 
-    metric("bits_per_parameter_max", capacities["bits_per_parameter"].max(), "capacity x log2(C) / parameters, best layer of all sweeps")
-    metric("assumptions_context_full_rank_min", capacities["context_full_rank"].min(), "fraction of context matrices of rank n, worst layer")
-    metric("assumptions_kruskal_subsets_full_rank_min", capacities["kruskal_subsets_full_rank"].min(), "fraction of random n-subsets of queries of rank n, worst layer")
-    return {"capacity": capacities, "probes": probes, "metrics": pd.DataFrame(metrics)}
+    metrics.add("bits_per_parameter_max", capacities["bits_per_parameter"].max(), "capacity x log2(C) / parameters, best layer of all sweeps")
+    metrics.add("assumptions_context_full_rank_min", capacities["context_full_rank"].min(), "fraction of context matrices of rank n, worst layer")
+    metrics.add("assumptions_kruskal_subsets_full_rank_min", capacities["kruskal_subsets_full_rank"].min(), "fraction of random n-subsets of queries of rank n, worst layer")
+    return {"capacity": capacities, "probes": probes, "metrics": metrics.frame()}
+
+
+class KneeSlopes(NamedTuple):
+    """Slopes of the line fits below and above a knee (examples per unit of x)."""
+
+    below: float
+    above: float
+
+
+def slopes_around(x: Sequence[float], y: Sequence[float], knee: float) -> KneeSlopes:
+    """Slopes of least-squares lines on the points with x <= knee and with x >= knee (the knee
+    point is in both). x, y: 1-D of equal length, at least two points on each side.
+
+    With d_h as x and knee = n, the paper predicts growth below the knee and a plateau above it.
+    """
+    below = [(a, b) for a, b in zip(x, y) if a <= knee]
+    above = [(a, b) for a, b in zip(x, y) if a >= knee]
+    if len(below) < 2 or len(above) < 2:
+        raise ValueError(f"need two points on each side of the knee {knee}, got x = {list(x)}")
+    return KneeSlopes(below=linear_fit(*zip(*below)).slope, above=linear_fit(*zip(*above)).slope)
 
 
 def saturation_point(x: list[int], y: list[float], knee: int, tolerance: float = 0.1) -> int:
@@ -175,35 +228,3 @@ def _fixed_sizes(points: pd.DataFrame, sweep: str) -> str:
     """The sizes a sweep holds fixed, as text for the metric details."""
     fixed = [name for name in ("d", "heads", "d_head", "d_value", "n_context", "n_classes") if name != sweep]
     return ", ".join(f"{name} = {points[name].iloc[0]}" for name in fixed)
-
-
-# ---------------------------------------------------------------------------------- figure steps
-# Figure steps import the plotting module lazily, so editing a figure reruns only figure rules.
-
-
-def _sweep_figure(sweep: str, params: dict, inputs: dict[str, Path]):
-    from factstore.plots import attention as plots, style
-
-    return style.outputs(plots.capacity_sweep(read_table(inputs["capacity"]), sweep, params))
-
-
-def figure_heads(params, inputs, context):
-    """Capacity vs number of heads H, with a linear fit. params: training (for the caption)."""
-    return _sweep_figure("heads", params, inputs)
-
-
-def figure_context(params, inputs, context):
-    """Capacity vs context size n. params: training (for the caption)."""
-    return _sweep_figure("n_context", params, inputs)
-
-
-def figure_head_dim(params, inputs, context):
-    """Capacity vs head dimension d_h, with the knee at d_h = n. params: training (caption)."""
-    return _sweep_figure("d_head", params, inputs)
-
-
-def figure_assumptions(params, inputs, context):
-    """Context ranks and the randomised Kruskal rank of the queries against what the theorem needs."""
-    from factstore.plots import attention as plots, style
-
-    return style.outputs(plots.assumptions(read_table(inputs["capacity"]), params))

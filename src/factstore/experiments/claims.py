@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from factstore import claims
 
 
@@ -13,4 +15,8 @@ def report(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     metric_files = [path.as_posix() for name, path in inputs.items() if name.startswith("metrics_")]
     records = claims.evaluate(registry, metric_files, params["scale"])
     counts = {status: sum(r["status"] == status for r in records) for status in claims.STATUSES}
-    return {"json": records, "markdown": claims.markdown(records), "summary": counts}
+    table = pd.DataFrame(
+        [{k: r.get(k) for k in ("id", "status", "expected", "scale", "run_scale", "note")}
+         | {"measured": "; ".join(f"{k} = {v}" for k, v in (r["measured"] or {}).items())} for r in records]
+    )
+    return {"json": records, "markdown": claims.markdown(records), "summary": counts, "table": table}

@@ -16,27 +16,32 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from tqdm import tqdm
 
-from factstore import ntk_theory as ntk
+from factstore import tangent_kernel
 from factstore.device import derived_generator
 from factstore.io import concat_tables, read_table
+from factstore.metrics import MetricsTable
+from factstore.statistics import power_law_fit
 
 DTYPE = torch.float64  # kernels are compared at the 1e-3 level; float64 keeps rounding out of it
 
 
-def _network(input_dim: int, width: int, generator: torch.Generator, device) -> tuple[ntk.TwoLayerReLU, ntk.Params]:
-    model = ntk.TwoLayerReLU(input_dim, width, generator, dtype=DTYPE).to(device)
-    return model, ntk.network_params(model)
+def _network(input_dim: int, width: int, generator: torch.Generator,
+             device) -> tuple[tangent_kernel.TwoLayerReLU, tangent_kernel.Params]:
+    model = tangent_kernel.TwoLayerReLU(input_dim, width, generator, dtype=DTYPE).to(device)
+    return model, tangent_kernel.network_params(model)
 
 
 def _teacher_task(params: dict, seed: int, count: int, stream: str, device) -> tuple[torch.Tensor, torch.Tensor]:
     """`count` inputs on the sphere of radius sqrt(d) and the outputs of the seed's random
     two-layer ReLU teacher (params: seed, input_dim, teacher_width). The teacher depends on the
     seed only; `stream` names the input sample (training set of some size, test set)."""
-    teacher = ntk.random_teacher(params["input_dim"], params["teacher_width"],
-                                 derived_generator(params["seed"], "ntk-teacher", seed), DTYPE)
-    x = ntk.sphere_inputs(count, params["input_dim"], derived_generator(params["seed"], stream, seed, count), DTYPE)
-    return x.to(device), ntk.teacher_outputs(teacher, x).to(device)
+    teacher = tangent_kernel.random_teacher(params["input_dim"], params["teacher_width"],
+                                            derived_generator(params["seed"], "ntk-teacher", seed), DTYPE)
+    x = tangent_kernel.sphere_inputs(count, params["input_dim"],
+                                     derived_generator(params["seed"], stream, seed, count), DTYPE)
+    return x.to(device), tangent_kernel.teacher_outputs(teacher, x).to(device)
 
 
 # ------------------------------------------------------------------------------ computing steps
@@ -48,16 +53,17 @@ def convergence(params: dict, inputs: dict[str, Path], context) -> dict[str, obj
     Returns {"table": rows (width, seed, rel_error)}.
     """
     device = context.device
-    x = ntk.sphere_inputs(params["n_inputs"], params["input_dim"],
-                          derived_generator(params["seed"], "ntk-convergence-inputs"), DTYPE).to(device)
-    theta = ntk.analytic_ntk(x)
+    x = tangent_kernel.sphere_inputs(params["n_inputs"], params["input_dim"],
+                                     derived_generator(params["seed"], "ntk-convergence-inputs"), DTYPE).to(device)
+    theta = tangent_kernel.analytic_ntk(x)
     rows = []
-    for seed in range(params["seeds"]):
+    for seed in tqdm(range(params["seeds"]), desc="convergence: seeds", mininterval=5):
         for width in params["widths"]:
             generator = derived_generator(params["seed"], "ntk-convergence-network", seed, width)
             model, weights = _network(params["input_dim"], width, generator, device)
-            empirical = ntk.empirical_ntk(model, weights, x, chunk_size=params["chunk_size"])
-            rows.append({"width": width, "seed": seed, "rel_error": ntk.relative_frobenius_error(empirical, theta)})
+            empirical = tangent_kernel.empirical_ntk(model, weights, x, chunk_size=params["chunk_size"])
+            error = tangent_kernel.relative_frobenius_error(empirical, theta)
+            rows.append({"width": width, "seed": seed, "rel_error": error})
     return {"table": pd.DataFrame(rows)}
 
 
@@ -81,22 +87,22 @@ def training(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     record_at = torch.linspace(0, steps, params["n_records"]).round().long().unique().tolist()
     times = torch.tensor(record_at, device=device)
     summary, trajectories = [], []
-    for seed in range(params["seeds"]):
+    for seed in tqdm(range(params["seeds"]), desc=f"training width {width}: seeds", mininterval=5):
         x, y = _teacher_task(params, seed, params["n_train"], "ntk-train-inputs", device)
         y = y / y.std()  # unit-variance targets: errors and learning rates mean the same at every d
         generator = derived_generator(params["seed"], "ntk-training-network", seed, width)
         model, initial = _network(params["input_dim"], width, generator, device)
-        final, outputs = ntk.train_full_batch_gd(model, initial, x, y, rate, steps, record_at)
-        theta_init = ntk.empirical_ntk(model, initial, x, chunk_size=params["chunk_size"])
-        theta_end = ntk.empirical_ntk(model, final, x, chunk_size=params["chunk_size"])
+        final, outputs = tangent_kernel.train_full_batch_gd(model, initial, x, y, rate, steps, record_at)
+        theta_init = tangent_kernel.empirical_ntk(model, initial, x, chunk_size=params["chunk_size"])
+        theta_end = tangent_kernel.empirical_ntk(model, final, x, chunk_size=params["chunk_size"])
         f0 = outputs[0]
-        flow = ntk.linearised_outputs(theta_init, f0, y, rate, times)
-        discrete = ntk.discrete_linearised_outputs(theta_init, f0, y, rate, times)
+        flow = tangent_kernel.linearised_outputs(theta_init, f0, y, rate, times)
+        discrete = tangent_kernel.discrete_linearised_outputs(theta_init, f0, y, rate, times)
         movement = (flow - f0).norm()
         summary.append({
             "width": width,
             "seed": seed,
-            "kernel_change": ntk.relative_frobenius_error(theta_end, theta_init),
+            "kernel_change": tangent_kernel.relative_frobenius_error(theta_end, theta_init),
             "linearised_error": float((outputs - flow).norm() / movement),
             "discretisation_floor": float((discrete - flow).norm() / movement),
             "train_error": float((outputs[-1] - y).norm() / y.norm()),
@@ -120,13 +126,14 @@ def scaling(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     """
     device = context.device
     rows = []
-    for seed in range(params["seeds"]):
+    for seed in tqdm(range(params["seeds"]), desc="kernel regression: seeds", mininterval=5):
         x_test, y_test = _teacher_task(params, seed, params["n_test"], "ntk-test-inputs", device)
         for size in params["train_sizes"]:
             x, y = _teacher_task(params, seed, size, "ntk-train-inputs", device)
-            k_train = ntk.analytic_ntk(x)
+            k_train = tangent_kernel.analytic_ntk(x)
             ridge = params["ridge"] * float(k_train.diagonal().mean())
-            prediction = ntk.kernel_regression(k_train, ntk.analytic_ntk(x_test, x), y, ridge=ridge)
+            k_test_train = tangent_kernel.analytic_ntk(x_test, x)
+            prediction = tangent_kernel.kernel_regression(k_train, k_test_train, y, ridge=ridge)
             error = float((prediction - y_test).pow(2).mean() / y_test.pow(2).mean())
             rows.append({"train_size": size, "seed": seed, "test_error": error})
     return {"table": pd.DataFrame(rows)}
@@ -149,78 +156,54 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     params: learning_rate (of the training jobs), fit_min_train_size: the scaling law is fitted
     over P >= this (the asymptotic regime, after the first steep drop in which the low-degree
     spherical harmonics are learnt); the fit over every P is reported too (suffix _all_sizes).
+    Every metric name is written out where it is added, so grep finds the code behind a claim.
     """
     convergence_table = read_table(inputs["convergence"])
     training_table = concat_tables(inputs, "training_")
     scaling_table = read_table(inputs["scaling"])
-    rows = []
+    metrics = MetricsTable()
 
-    def metric(name: str, value: float, detail: str) -> None:
-        rows.append({"metric": name, "value": float(value), "detail": detail})
-
-    def slope(name: str, curve: pd.Series, what: str, table: pd.DataFrame) -> None:
-        exponent, prefactor, r2 = ntk.fit_power_law(curve.index.to_numpy(float), curve.to_numpy(float))
+    def width_power_law(slope_name: str, r2_name: str, curve: pd.Series, what: str, table: pd.DataFrame) -> None:
+        fit = power_law_fit(curve.index.to_numpy(float), curve.to_numpy(float))
         span = f"{curve.index.min()}..{curve.index.max()} ({len(curve)} points, {_seeds_note(table)})"
-        metric(f"{name}_slope", exponent, f"log-log slope of {what} over {span}; prefactor {prefactor:.4g}")
-        metric(f"{name}_r2", r2, f"R^2 of the log-log fit of {what}")
+        metrics.add(slope_name, fit.exponent, f"log-log slope of {what} over {span}; prefactor {fit.prefactor:.4g}")
+        metrics.add(r2_name, fit.r2, f"R^2 of the log-log fit of {what}")
 
     kernel_error = _mean_curve(convergence_table, "width", "rel_error")
-    slope("ntk_convergence", kernel_error, "||Theta_emp - Theta||_F / ||Theta||_F vs width", convergence_table)
-    metric("ntk_convergence_error_max_width", kernel_error.iloc[-1],
-           f"relative Frobenius error at width {kernel_error.index[-1]}, {_seeds_note(convergence_table)}")
+    width_power_law("ntk_convergence_slope", "ntk_convergence_r2", kernel_error,
+                    "||Theta_emp - Theta||_F / ||Theta||_F vs width", convergence_table)
+    metrics.add("ntk_convergence_error_max_width", kernel_error.iloc[-1],
+                f"relative Frobenius error at width {kernel_error.index[-1]}, {_seeds_note(convergence_table)}")
 
     kernel_change = _mean_curve(training_table, "width", "kernel_change")
-    slope("lazy_training", kernel_change, "||Theta_T - Theta_0||_F / ||Theta_0||_F vs width", training_table)
-    metric("lazy_training_change_max_width", kernel_change.iloc[-1],
-           f"relative NTK change over training at width {kernel_change.index[-1]}, {_seeds_note(training_table)}")
+    width_power_law("lazy_training_slope", "lazy_training_r2", kernel_change,
+                    "||Theta_T - Theta_0||_F / ||Theta_0||_F vs width", training_table)
+    metrics.add("lazy_training_change_max_width", kernel_change.iloc[-1],
+                f"relative NTK change over training at width {kernel_change.index[-1]}, {_seeds_note(training_table)}")
 
     linearised = _mean_curve(training_table, "width", "linearised_error")
-    slope("linearised_error", linearised, "||f_net - f_lin||_F / ||f_lin - f_0||_F vs width", training_table)
-    metric("linearised_error_max_width", linearised.iloc[-1],
-           f"network vs linearised (exp formula) outputs at width {linearised.index[-1]}, {_seeds_note(training_table)}")
-    metric("linearised_discretisation_floor", training_table["discretisation_floor"].mean(),
-           f"discrete-GD vs gradient-flow linear model at lr {params['learning_rate']}: a floor no width removes")
+    width_power_law("linearised_error_slope", "linearised_error_r2", linearised,
+                    "||f_net - f_lin||_F / ||f_lin - f_0||_F vs width", training_table)
+    metrics.add("linearised_error_max_width", linearised.iloc[-1],
+                f"network vs linearised (exp formula) outputs at width {linearised.index[-1]}, "
+                f"{_seeds_note(training_table)}")
+    metrics.add("linearised_discretisation_floor", training_table["discretisation_floor"].mean(),
+                f"discrete-GD vs gradient-flow linear model at lr {params['learning_rate']}: a floor no width removes")
 
     test_error = _mean_curve(scaling_table, "train_size", "test_error")
     asymptotic = test_error[test_error.index >= params["fit_min_train_size"]]
     if len(asymptotic) < 2:
         raise ValueError(f"ntk.scaling.fit_min_train_size = {params['fit_min_train_size']} leaves fewer than two "
                          f"train_sizes ({test_error.index.tolist()}) to fit the power law over")
-    for suffix, curve in (("", asymptotic), ("_all_sizes", test_error)):
-        exponent, prefactor, r2 = ntk.fit_power_law(curve.index.to_numpy(float), curve.to_numpy(float))
+    scaling_fits = (  # (exponent, r2, prefactor) names, the learning curve they fit
+        (("kernel_scaling_exponent", "kernel_scaling_r2", "kernel_scaling_prefactor"), asymptotic),
+        (("kernel_scaling_exponent_all_sizes", "kernel_scaling_r2_all_sizes", "kernel_scaling_prefactor_all_sizes"),
+         test_error),
+    )
+    for (exponent_name, r2_name, prefactor_name), curve in scaling_fits:
+        fit = power_law_fit(curve.index.to_numpy(float), curve.to_numpy(float))
         span = f"P = {curve.index.min()}..{curve.index.max()} ({len(curve)} sizes), {_seeds_note(scaling_table)}"
-        metric(f"kernel_scaling_exponent{suffix}", exponent, f"relative test error ~ prefactor * P^exponent, {span}")
-        metric(f"kernel_scaling_r2{suffix}", r2, f"R^2 of the log-log fit of test error vs P, {span}")
-        metric(f"kernel_scaling_prefactor{suffix}", prefactor, f"prefactor of that fit, {span}")
-    return {"metrics": pd.DataFrame(rows, columns=["metric", "value", "detail"])}
-
-
-# Figure steps import the plotting module lazily, so editing a figure reruns only figure rules.
-
-
-def figure_convergence(params, inputs, context):
-    """Relative error of the empirical NTK at init vs width. inputs: table (from `convergence`)."""
-    from factstore.plots import ntk as plots, style
-
-    return style.outputs(plots.convergence(read_table(inputs["table"]), params))
-
-
-def figure_lazy(params, inputs, context):
-    """Relative NTK change during training vs width. inputs: training_<width> summaries."""
-    from factstore.plots import ntk as plots, style
-
-    return style.outputs(plots.lazy_training(concat_tables(inputs, "training_"), params))
-
-
-def figure_linearised(params, inputs, context):
-    """Network vs linearised outputs. inputs: training_<width> summaries, trajectories_<width>."""
-    from factstore.plots import ntk as plots, style
-
-    return style.outputs(plots.linearised(concat_tables(inputs, "training_"), concat_tables(inputs, "trajectories_"), params))
-
-
-def figure_scaling(params, inputs, context):
-    """Kernel-regression test error vs training-set size. inputs: table (from `scaling`)."""
-    from factstore.plots import ntk as plots, style
-
-    return style.outputs(plots.kernel_scaling(read_table(inputs["table"]), params))
+        metrics.add(exponent_name, fit.exponent, f"relative test error ~ prefactor * P^exponent, {span}")
+        metrics.add(r2_name, fit.r2, f"R^2 of the log-log fit of test error vs P, {span}")
+        metrics.add(prefactor_name, fit.prefactor, f"prefactor of that fit, {span}")
+    return {"metrics": metrics.frame()}

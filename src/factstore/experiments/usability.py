@@ -27,13 +27,15 @@ import torch
 from torch import Tensor, nn
 
 from factstore.device import derived_generator
-from factstore.experiments.mlp import METHOD_SPECS, fold_module, lipschitz_constants, search_method
 from factstore.facts import FactSet, conditioned_embeddings, normalize_rows
-from factstore.geometry import margin_optimal_targets, whiten_fact_set
+from factstore.geometry import margin_optimal_targets
 from factstore.io import concat_tables, read_table
 from factstore.metrics import MetricsTable
-from factstore.mlp import METHODS, TRAINERS, gd
-from factstore.mlp.modules import module_accuracy
+from factstore.mlp import gd
+from factstore.mlp.capacity import WidthSearch, smallest_widths
+from factstore.mlp.lipschitz import lipschitz_constants
+from factstore.mlp.methods import METHODS
+from factstore.mlp.modules import fold_module, module_accuracy
 from factstore.search import bracket_search_smallest
 from factstore.statistics import spearman
 from factstore.usability import threshold
@@ -41,42 +43,59 @@ from factstore.usability.task import (
     JunkLengths, Vocabulary, gaussian_embeddings, mlp_fact_set, principal_projection, token_embeddings,
 )
 from factstore.usability.training import Task, TrainingSettings, usability
+from factstore.whitening import whiten_fact_set
 
 # ---------------------------------------------------------------------------------------------
 # The MLPs (the thin layer over the fact-storing-MLP library)
 # ---------------------------------------------------------------------------------------------
 
 
+def gd_protocol(params: dict) -> gd.Protocol:
+    return gd.Protocol(lr=params["gd"]["learning_rate"], max_steps=params["gd"]["max_steps"],
+                       patience=params["gd"]["patience"], name="config")
+
+
 def build_mlp(method: str, fact_set: FactSet, size: int, generator: torch.Generator, params: dict,
               ustar: Tensor | None = None, device: torch.device | str = "cpu") -> tuple[nn.Module, int]:
-    """(module, n_params): one MLP of study method `method` (ntk, ed_gated, gd_gated, ...) at `size`.
+    """(module, n_params): one MLP of method `method` (a name in mlp.methods.METHODS) at `size`.
 
     params: ntk_degree, gd (learning_rate, max_steps, patience). ustar: U* of fact_set.values,
-    for the methods that emit it. GD trains towards 100% on `device`.
+    for the methods that emit it (solved here when needed and not given). GD trains towards
+    100% on `device`.
     """
-    spec = METHOD_SPECS[method]
-    if spec.family == "gd":
-        protocol = gd.Protocol(lr=params["gd"]["learning_rate"], max_steps=params["gd"]["max_steps"],
-                               patience=params["gd"]["patience"], name="config")
-        module, n_params, _ = TRAINERS[spec.library_name](fact_set, size, generator, protocol=protocol, device=device)
+    entry = METHODS[method]
+    if entry.search == "trained":
+        module, n_params, _ = entry.make(fact_set, size, generator, protocol=gd_protocol(params), device=device)
         return module, n_params
-    options = dict(spec.options)
-    if spec.family == "ntk":
-        options["degree"] = params["ntk_degree"]
-    if spec.uses_ustar:
-        options["value_targets"] = ustar
-    return METHODS[spec.library_name](fact_set, size, generator, **options)
+    options = {"degree": params["ntk_degree"]} if entry.search == "unit_prefix" else {}
+    return entry.make(fact_set, size, generator, entry.value_targets(fact_set, ustar), **options)
+
+
+def smallest_standalone(method: str, fact_set: FactSet, target: float, generator: torch.Generator, params: dict,
+                        ustar: Tensor | None = None, device: torch.device | str = "cpu") -> WidthSearch:
+    """The smallest size of `method` storing `target` of fact_set on its own (mlp.capacity), with
+    its module (built at the cap when the target is not reached). params: ntk_degree, gd, and
+    mlp_search (the fact-storing-MLP study's ntk_max_width, gd_max_width, growth, resolution)."""
+    entry, search = METHODS[method], params["mlp_search"]
+    if entry.search == "trained":
+        return smallest_widths(method, fact_set, [target], generator, high=search["gd_max_width"],
+                               growth=search["growth"], resolution=search["resolution"],
+                               protocol=gd_protocol(params), device=device)[target]
+    options = {"degree": params["ntk_degree"], "high": search["ntk_max_width"]} if entry.search == "unit_prefix" else {}
+    return smallest_widths(method, fact_set, [target], generator, value_targets=entry.value_targets(fact_set, ustar),
+                           **options)[target]
 
 
 def size_cap(method: str, dim: int, guess: int, max_factor: float) -> int:
     """The largest size a usability search probes: max_factor x the standalone size, and never a
     code size above d for the encoder-decoder."""
     cap = max(1, math.ceil(guess * max_factor))
-    return min(cap, dim) if METHOD_SPECS[method].family == "ed" else cap
+    return min(cap, dim) if METHODS[method].search == "code_size" else cap
 
 
 def ustar_for(method: str, values: Tensor) -> Tensor | None:
-    return margin_optimal_targets(values)[0] if METHOD_SPECS[method].uses_ustar else None
+    """U* of the values for a method that emits it (one solve shared by both fact maps), else None."""
+    return margin_optimal_targets(values)[0] if METHODS[method].uses_ustar else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,17 +270,14 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
             ustar = margin_optimal_targets(first.values)[0]
             for method in params["methods"]:
                 parts = (params["seed"], "usability-whitening", kind, method, float(alpha), replicate)
-                found = search_method(method, first, [params["standalone_target"]], parts,
-                                      params | {"search": params["mlp_search"]},
-                                      ustar if METHOD_SPECS[method].uses_ustar else None, build_modules=True,
-                                      device=context.device)[params["standalone_target"]]
-                size = found.width if found.width is not None else found.evaluations and max(found.evaluations)
+                found = smallest_standalone(method, first, params["standalone_target"], derived_generator(*parts),
+                                            params, ustar, context.device)
+                size = found.width if found.width is not None else max(found.evaluations)
                 trained = found.module
                 if trained is None:
-                    trained, _ = build_mlp(method, first, size, derived_generator(*parts, 1), params,
-                                           ustar if METHOD_SPECS[method].uses_ustar else None, context.device)
-                swapped, n_params = build_mlp(method, second, size, derived_generator(*parts, 2), params,
-                                              ustar if METHOD_SPECS[method].uses_ustar else None, context.device)
+                    trained, _ = build_mlp(method, first, size, derived_generator(*parts, 1), params, ustar, context.device)
+                swapped, n_params = build_mlp(method, second, size, derived_generator(*parts, 2), params, ustar,
+                                              context.device)
                 folded = (fold_module(trained, key_transform, value_transform),
                           fold_module(swapped, key_transform, value_transform))
                 record = probe(task, folded[0], folded[1], originals, params, parts, context.device)

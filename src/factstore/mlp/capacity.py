@@ -6,18 +6,22 @@ unlucky), so the width found is the smallest one the search SAW pass with every 
 failing -- the usual convention for the seed's Fig. 7 -- and the `evaluations` record every
 probe so non-monotone cases are visible.
 
-Strategies, chosen by method (see `smallest_widths`); each answers several targets at once:
-- NTK ('ntk', 'ntk_ustar'): one pass over units (the prefix property, ntk.PrefixAccumulator):
+Strategies, the `search` of each method's entry in methods.METHODS (see `smallest_widths`);
+each answers several targets at once:
+- 'unit_prefix' (NTK): one pass over units (the prefix property, ntk.PrefixAccumulator):
   doubling widths until the highest target is met, checkpointing the running sum, then for
   each target bisection from the checkpoint at its last failing width, so the whole search
   costs about two constructions at the final width.
-- encoder-decoder: the code size is searched on the codes themselves (does D_m D_m^T t_f(i)
-  decode?), nested decoders from one orthogonal draw, then one build verified on the module.
-- GD ('gd_*'): bracketing from a guess (default: `low`, i.e. doubling), then bisection to a
+- 'code_size' (encoder-decoder): the code size is searched on the codes themselves (does
+  D_m D_m^T t_f(i) decode?), nested decoders from one orthogonal draw, then one build verified
+  on the module.
+- 'trained' (GD): bracketing from a guess (default: `low`, i.e. doubling), then bisection to a
   relative resolution; each probe a training run with early stopping (gd.FAST_PROTOCOL),
   warm-started from the nearest trained width (a passing wider one first). Targets run in
   increasing order and share the trained MLPs, so the 1.0 search starts where 0.99 ended.
-- anything else in METHODS: doubling then bisection, one build per probe.
+- 'doubling' (any other builder): doubling then bisection, one build per probe.
+
+The monotone searches themselves are factstore.search's, shared with the other studies.
 
 Accuracy is always dot-product decoding over ALL values, in row chunks (facts.py), so
 F = 2^14 needs chunk_size x F scores at a time, never F x F.
@@ -27,21 +31,19 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
 from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, dot_product_accuracy
-from factstore.geometry import margin_optimal_targets, per_value_targets
-from factstore.mlp import METHODS, TRAINERS, encoder_decoder, ntk
+from factstore.mlp import encoder_decoder, ntk
+from factstore.mlp.methods import Method, get_method
 from factstore.mlp.modules import module_accuracy, parameter_count, parameters_per_unit
+from factstore.search import binary_search_smallest, bracket_search_smallest, doubling_search_smallest
 
-PREFIX_METHODS = {"ntk": {}, "ntk_ustar": {"margin_optimal": True}}
-CODE_SIZE_METHODS = {"encoder_decoder", "encoder_decoder_ustar", "encoder_decoder_plain"}
-WIDTHLESS_METHODS = {"hebbian"}
-DEFAULT_HIGH = {"prefix": 2**20, "trained": 2**14, "built": 2**14}
+DEFAULT_HIGH = {"unit_prefix": 2**20, "trained": 2**14, "doubling": 2**14}
+"""The default cap of each search strategy (a code size is capped by d_out)."""
 
 
 @dataclass
@@ -71,102 +73,6 @@ class WidthSearch:
 
 
 # ---------------------------------------------------------------------------------------------
-# Generic searches over a monotone accuracy curve
-# ---------------------------------------------------------------------------------------------
-
-
-def _check_range(low: int, high: int) -> None:
-    if low < 1 or high < low:
-        raise ValueError(f"need 1 <= low <= high, got low={low}, high={high}")
-
-
-def _probe_cache(accuracy_at: Callable[[int], float], target: float) -> tuple[Callable[[int], bool], dict[int, float]]:
-    """(passes(width), the {width: accuracy} it fills): each width is evaluated at most once."""
-    evaluations: dict[int, float] = {}
-
-    def passes(width: int) -> bool:
-        if width not in evaluations:
-            evaluations[width] = accuracy_at(width)
-        return evaluations[width] >= target
-
-    return passes, evaluations
-
-
-def _bisect(passes: Callable[[int], bool], lo: int, hi: int, resolution: float = 0.0) -> int:
-    """Bisection of (lo, hi], hi passing and lo failing (or below the range), until
-    hi - lo <= max(1, resolution * hi); returns hi."""
-    while hi - lo > max(1, resolution * hi):
-        middle = (lo + hi) // 2
-        if passes(middle):
-            hi = middle
-        else:
-            lo = middle
-    return hi
-
-
-def binary_search_width(
-    accuracy_at: Callable[[int], float], target: float, low: int, high: int
-) -> tuple[int | None, dict[int, float]]:
-    """(smallest w in [low, high] with accuracy_at(w) >= target, {w: accuracy} of every probe).
-
-    Assumes accuracy_at is monotone non-decreasing (so the passing widths form [w*, high]).
-    Probes `high` first and returns None if even it fails; then bisects keeping the invariant
-    "hi passes, everything <= lo fails" (lo starts at low - 1, never probed), so it makes at
-    most 1 + ceil(log2(high - low + 1)) probes. Probes are cached: no width is run twice.
-    """
-    _check_range(low, high)
-    passes, evaluations = _probe_cache(accuracy_at, target)
-    if not passes(high):
-        return None, evaluations
-    return _bisect(passes, low - 1, high), evaluations
-
-
-def bracket_search_width(
-    accuracy_at: Callable[[int], float], target: float, guess: int, low: int = 1, high: int = 2**14,
-    growth: float = 2.0, resolution: float = 0.0,
-) -> tuple[int | None, dict[int, float]]:
-    """(smallest passing width found, {width: accuracy}) by bracketing from `guess`, then bisection.
-
-    From the guess, steps down (divide by `growth`) while it passes or up (multiply) until it
-    passes, so the answer lies in (lo, hi] with lo failing (or below `low`) and hi passing; then
-    bisects until hi - lo <= max(1, resolution * hi). resolution = 0 gives the exact boundary
-    (for a monotone curve); 0.05 gives hi within ~5% above it with fewer probes. None if `high`
-    fails. Probes are cached. A good guess (e.g. the previous F's answer) saves most probes.
-    """
-    _check_range(low, high)
-    passes, evaluations = _probe_cache(accuracy_at, target)
-    width = min(max(int(guess), low), high)
-    if passes(width):
-        lo, hi = low - 1, width
-        while hi > low:
-            below = max(low, min(hi - 1, math.floor(hi / growth)))
-            if passes(below):
-                hi = below
-            else:
-                lo = below
-                break
-    else:
-        lo = width
-        while True:
-            if lo >= high:
-                return None, evaluations
-            above = min(high, max(lo + 1, math.ceil(lo * growth)))
-            if passes(above):
-                hi = above
-                break
-            lo = above
-    return _bisect(passes, lo, hi, resolution), evaluations
-
-
-def doubling_search_width(
-    accuracy_at: Callable[[int], float], target: float, low: int, high: int
-) -> tuple[int | None, dict[int, float]]:
-    """Doubling from `low` (low, 2 low, ...) to bracket the answer, then exact bisection: cheaper
-    than binary_search_width when the answer is far below `high` and probes cost ~ width."""
-    return bracket_search_width(accuracy_at, target, guess=low, low=low, high=high)
-
-
-# ---------------------------------------------------------------------------------------------
 # Method-specific searches
 # ---------------------------------------------------------------------------------------------
 
@@ -181,7 +87,7 @@ def ntk_smallest_widths(
     sum at each width; then, per target, bisection between its last failing and first passing
     doubling width, each probe continuing a copy of the failing checkpoint, so no unit is
     computed more than about twice. Widths are those of ntk.build with the same generator state.
-    options: activation, degree, margin_optimal, value_targets, block_size.
+    options: activation, degree, value_targets, block_size (of ntk.PrefixAccumulator).
     """
     running = ntk.PrefixAccumulator(fact_set, generator, **options)
     evaluations: dict[int, float] = {}
@@ -233,25 +139,22 @@ def ntk_smallest_widths(
 
 
 def code_size_search(
-    method: str, fact_set: FactSet, target: float, generator: torch.Generator,
+    method: Method, fact_set: FactSet, target: float, generator: torch.Generator, value_targets: Tensor,
     chunk_size: int = DEFAULT_CHUNK_SIZE, built: dict[int, tuple[nn.Module, int, float]] | None = None, **options,
 ) -> tuple[int | None, dict[int, float], nn.Module | None, int | None]:
     """Smallest code size m of an encoder-decoder method: (m, {m: code accuracy}, module, n_params).
 
+    value_targets: (n_values, d_out) float64, what the codes encode (method.value_targets).
     The codes are checked directly (D_m D_m^T t_f(i) against all values) on the same decoder
     draw `build` will make, since the decoder is the first thing drawn; then the module is built
     at m and its accuracy verified (the encoder solve is exact up to rounding, but if it ever
     falls short, m grows until the module passes). built: {m: (module, n_params, accuracy)} of
     modules already built from the same generator state (filled here), so several targets that
-    land on the same m solve the encoder once.
+    land on the same m solve the encoder once. options go to the builder.
     """
-    builder = METHODS[method]
-    value_targets = options.pop("value_targets", None)
-    if value_targets is None:
-        value_targets = per_value_targets(fact_set, _is_margin_optimal(method, options))
     start_state = generator.get_state()
     decoder = encoder_decoder.random_orthogonal(fact_set.value_dim, generator)
-    size, evaluations = binary_search_width(
+    size, evaluations = binary_search_smallest(
         lambda m: encoder_decoder.code_accuracy(fact_set, decoder[:, :m], value_targets, chunk_size),
         target, 1, fact_set.value_dim,
     )
@@ -259,7 +162,7 @@ def code_size_search(
     while size is not None and size <= fact_set.value_dim:
         if size not in built:
             generator.set_state(start_state)
-            module, n_params = builder(fact_set, size, generator, value_targets=value_targets, **options)
+            module, n_params = method.make(fact_set, size, generator, value_targets, **options)
             built[size] = (module, n_params, module_accuracy(module, fact_set, chunk_size))
         module, n_params, accuracy = built[size]
         if accuracy >= target:
@@ -269,11 +172,11 @@ def code_size_search(
 
 
 def trained_smallest_widths(
-    method: str, fact_set: FactSet, targets: list[float], generator: torch.Generator, guess: int | None = None,
+    method: Method, fact_set: FactSet, targets: list[float], generator: torch.Generator, guess: int | None = None,
     low: int = 1, high: int = 2**14, growth: float = 2.0, resolution: float = 0.0, warm_start: bool = True,
     **options,
 ) -> dict[float, WidthSearch]:
-    """Smallest width of a GD method per target, the targets in increasing order sharing models.
+    """Smallest width of a trained method per target, the targets in increasing order sharing models.
 
     Bracketing from `guess` (default `low`: doubling), then bisection to `resolution`; each
     probe trains with early stopping (options go to gd.train, e.g. protocol=gd.PAPER_PROTOCOL).
@@ -282,7 +185,6 @@ def trained_smallest_widths(
     MLP is the fastest route to a narrower one. A width already trained to a target is not
     retrained; the next target's search starts from the previous answer.
     """
-    trainer = TRAINERS[method]
     trained: dict[int, tuple[nn.Module, float]] = {}
     guess = low if guess is None else guess
     results = {}
@@ -297,19 +199,19 @@ def trained_smallest_widths(
             if warm_start and trained:
                 nearest = min(trained, key=lambda w: (trained[w][1] < target, abs(w - width)))
                 init = trained[nearest][0]
-            module, _, info = trainer(fact_set, width, generator, target=target, init=init, **options)
+            module, _, info = method.make(fact_set, width, generator, target=target, init=init, **options)
             steps += info["steps"]
             if width not in trained or info["accuracy"] >= trained[width][1]:
                 trained[width] = (module, info["accuracy"])
             return info["accuracy"]
 
-        width, evaluations = bracket_search_width(accuracy_at, target, guess, low, high, growth, resolution)
+        width, evaluations = bracket_search_smallest(accuracy_at, target, guess, low, high, growth, resolution)
         module = trained[width][0] if width is not None else None
         n_params = parameter_count(module) if module is not None else None
         params_at_cap = None if module is not None else high * parameters_per_unit(
-            TRAINERS[method].keywords["architecture"], fact_set.key_dim, fact_set.value_dim)
+            method.architecture, fact_set.key_dim, fact_set.value_dim)
         results[target] = WidthSearch(
-            method=method, target=target, width=width, n_params=n_params,
+            method=method.name, target=target, width=width, n_params=n_params,
             accuracy=evaluations.get(width) if width is not None else None,
             evaluations=dict(sorted(evaluations.items())), seconds=time.perf_counter() - started, steps=steps,
             params_at_cap=params_at_cap, module=module,
@@ -328,61 +230,61 @@ def smallest_widths(
     high: int | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     build_modules: bool = True,
+    value_targets: Tensor | None = None,
     **options,
 ) -> dict[float, WidthSearch]:
     """{target: the smallest size at which `method` stores at least `target` of the facts}.
 
-    method: a key of METHODS or TRAINERS. low / high bound the search (defaults: 1 and 2^20
-    units for NTK, d_out for encoder-decoder code sizes, 2^14 for GD and other builders).
-    options go to the builder / trainer (e.g. degree=2, protocol=gd.PAPER_PROTOCOL; for GD also
-    guess, growth, resolution, warm_start). For margin-optimal methods U* is solved once here
-    unless value_targets is passed. build_modules (NTK only; the other methods build anyway):
-    build the module at the width found, or at the cap `high` when a target is not reached (the
-    largest MLP tried, e.g. for its Lipschitz constant); False skips the build (the parameter
-    count is known without it).
+    method: a name in methods.METHODS; its `search` picks the strategy. low / high bound the
+    search (defaults: 1 and DEFAULT_HIGH of the strategy; d_out for code sizes). value_targets:
+    (n_values, d_out), what a construction emits per value, e.g. a U* the caller solved once for
+    several methods (default: Method.value_targets, which solves U* here for a U* method);
+    trained methods ignore it. options go to the builder / trainer (e.g. degree=2,
+    protocol=gd.PAPER_PROTOCOL; for trained methods also guess, growth, resolution, warm_start).
+    build_modules ('unit_prefix' only; the other strategies build anyway): build the module at
+    the width found, or at the cap `high` when a target is not reached (the largest MLP tried,
+    e.g. for its Lipschitz constant); False skips the build (the parameter count is known
+    without it).
     """
-    if method in WIDTHLESS_METHODS:
-        raise ValueError(f"method '{method}' has no width to search (its size is fixed by d)")
+    entry = get_method(method)
     started = time.perf_counter()
-    options = _with_value_targets(method, fact_set, options)
-    if method in TRAINERS:
-        return trained_smallest_widths(method, fact_set, targets, generator, low=low,
+    if entry.search == "trained":
+        return trained_smallest_widths(entry, fact_set, targets, generator, low=low,
                                        high=high or DEFAULT_HIGH["trained"], **options)
+    if value_targets is None:
+        value_targets = entry.value_targets(fact_set)
     results = {}
-    if method in CODE_SIZE_METHODS:
+    if entry.search == "code_size":
         start_state, built = generator.get_state(), {}
         for target in sorted(targets):
             generator.set_state(start_state)  # every target sees the same decoder draw
             width, evaluations, module, n_params = code_size_search(
-                method, fact_set, target, generator, chunk_size, built, **options
+                entry, fact_set, target, generator, value_targets, chunk_size, built, **options
             )
             results[target] = _finished(method, target, width, n_params, evaluations, started, module)
         return results
-    if method in PREFIX_METHODS:
-        options = {**PREFIX_METHODS[method], **options}
-        high = high or DEFAULT_HIGH["prefix"]
+    if entry.search == "unit_prefix":
+        high = high or DEFAULT_HIGH["unit_prefix"]
         start_state = generator.get_state()
-        widths, evaluations = ntk_smallest_widths(fact_set, targets, generator, low, high, chunk_size, **options)
-        per_unit = parameters_per_unit("gated", fact_set.key_dim, fact_set.value_dim)
+        widths, evaluations = ntk_smallest_widths(fact_set, targets, generator, low, high, chunk_size,
+                                                  value_targets=value_targets, **entry.options, **options)
+        per_unit = parameters_per_unit(entry.architecture, fact_set.key_dim, fact_set.value_dim)
         for target, width in widths.items():
             module, n_params = None, (None if width is None else width * per_unit)
             if build_modules:  # at the cap when the target is not reached: the largest MLP tried
-                module, _ = _build_at(ntk.build, fact_set, width or high, generator, start_state, options)
+                module, _ = _build_at(entry, fact_set, width or high, generator, start_state, value_targets, options)
             results[target] = _finished(method, target, width, n_params, evaluations, started, module,
                                         params_at_cap=high * per_unit)
         return results
-    if method not in METHODS:
-        raise ValueError(f"unknown method '{method}': use one of {sorted(METHODS) + sorted(TRAINERS)}")
-    builder = METHODS[method]
     start_state = generator.get_state()
 
     def accuracy_at(size: int) -> float:
         generator.set_state(start_state)
-        return module_accuracy(builder(fact_set, size, generator, **options)[0], fact_set, chunk_size)
+        return module_accuracy(entry.make(fact_set, size, generator, value_targets, **options)[0], fact_set, chunk_size)
 
     for target in sorted(targets):
-        width, evaluations = doubling_search_width(accuracy_at, target, low, high or DEFAULT_HIGH["built"])
-        module, n_params = _build_at(builder, fact_set, width, generator, start_state, options)
+        width, evaluations = doubling_search_smallest(accuracy_at, target, low, high or DEFAULT_HIGH["doubling"])
+        module, n_params = _build_at(entry, fact_set, width, generator, start_state, value_targets, options)
         results[target] = _finished(method, target, width, n_params, evaluations, started, module)
     return results
 
@@ -407,22 +309,12 @@ def _finished(
     )
 
 
-def _is_margin_optimal(method: str, options: dict) -> bool:
-    """Whether `method` with `options` builds towards U* (an option, or fixed by the method)."""
-    fixed = getattr(METHODS.get(method), "keywords", {})
-    return bool(options.get("margin_optimal", fixed.get("margin_optimal", False)))
-
-
-def _with_value_targets(method: str, fact_set: FactSet, options: dict) -> dict:
-    """options with value_targets = U* solved once, for margin-optimal construction methods."""
-    if method in TRAINERS or not _is_margin_optimal(method, options) or options.get("value_targets") is not None:
-        return options
-    return {**options, "value_targets": margin_optimal_targets(fact_set.values)[0]}
-
-
-def _build_at(builder, fact_set: FactSet, width: int | None, generator: torch.Generator, state: Tensor, options: dict):
-    """(module, n_params) of `builder` at `width` from the generator state the search began in."""
+def _build_at(
+    method: Method, fact_set: FactSet, width: int | None, generator: torch.Generator, state: Tensor,
+    value_targets: Tensor, options: dict,
+) -> tuple[nn.Module | None, int | None]:
+    """(module, n_params) of `method` at `width` from the generator state the search began in."""
     if width is None:
         return None, None
     generator.set_state(state)
-    return builder(fact_set, width, generator, **options)
+    return method.make(fact_set, width, generator, value_targets, **options)

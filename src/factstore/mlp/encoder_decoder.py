@@ -52,8 +52,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, stored_mask
-from factstore.geometry import per_value_targets
+from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, per_value_targets, stored_mask
 from factstore.mlp.modules import EncoderDecoderMLP, GatedMLP, PlainMLP, activation_function, parameter_count
 
 GateKind = Literal["interpolating", "random"]
@@ -199,7 +198,6 @@ def build(
     size: int,
     generator: torch.Generator,
     activation: str = "relu",
-    margin_optimal: bool = False,
     value_targets: Tensor | None = None,
     gates: GateKind = "interpolating",
     solver: Solver = "lstsq",
@@ -210,7 +208,7 @@ def build(
     (then random gates if gates='random'); D = its first m columns, so every m shares one draw.
     Returns the dense module and its parameter count (see the module docstring).
     """
-    decoder, codes = decoder_and_codes(fact_set, size, generator, margin_optimal, value_targets)
+    decoder, codes = decoder_and_codes(fact_set, size, generator, value_targets)
     keys = fact_set.keys.to(torch.float64)
     n_buckets = math.ceil(fact_set.n_facts / fact_set.key_dim)
     buckets = random_buckets(fact_set.n_facts, n_buckets, generator)
@@ -227,13 +225,16 @@ def build(
 
 
 def decoder_and_codes(
-    fact_set: FactSet, code_size: int, generator: torch.Generator, margin_optimal: bool, value_targets: Tensor | None
+    fact_set: FactSet, code_size: int, generator: torch.Generator, value_targets: Tensor | None
 ) -> tuple[Tensor, Tensor]:
-    """(D (d_out, m), codes (F, m) = T_f(i) D): the decoder draw comes first from `generator`."""
+    """(D (d_out, m), codes (F, m) = T_f(i) D): the decoder draw comes first from `generator`.
+
+    T = value_targets (n_values, d_out), e.g. U*; None: the values V themselves.
+    """
     if not 1 <= code_size <= fact_set.value_dim:
         raise ValueError(f"code size must be in [1, d_out = {fact_set.value_dim}], got {code_size}")
     decoder = random_orthogonal(fact_set.value_dim, generator)[:, :code_size]
-    targets = per_value_targets(fact_set, margin_optimal, value_targets)[fact_set.fact_map]
+    targets = per_value_targets(fact_set, value_targets)[fact_set.fact_map]
     return decoder, targets @ decoder
 
 
@@ -248,7 +249,6 @@ def build_plain(
     generator: torch.Generator,
     hidden_units: int | None = None,
     activation: str = "relu",
-    margin_optimal: bool = False,
     value_targets: Tensor | None = None,
     bias_scale: float = 0.1,
 ) -> tuple[EncoderDecoderMLP, int]:
@@ -263,7 +263,7 @@ def build_plain(
     keys, hence linearly dependent) that b_A ~ N(0, 1) produces; the latter measurably lost a
     rank at every F tried. Draw order: decoder, A, b_A.
     """
-    decoder, codes = decoder_and_codes(fact_set, size, generator, margin_optimal, value_targets)
+    decoder, codes = decoder_and_codes(fact_set, size, generator, value_targets)
     hidden = hidden_units or fact_set.n_facts + fact_set.key_dim
     keys = fact_set.keys.to(torch.float64)
     input_weight = torch.randn(hidden, fact_set.key_dim, generator=generator, dtype=torch.float64)

@@ -42,6 +42,7 @@ from torch import Tensor
 
 from factstore.facts import FactSet
 from factstore.mlp.modules import GatedMLP, PlainMLP, input_layers, output_layer, parameter_count
+from factstore.training import check_finite
 
 Architecture = Literal["gated", "plain"]
 
@@ -214,6 +215,8 @@ def train(
     for step in range(protocol.max_steps + 1):
         outputs = module(keys)
         loss, gradient, n_correct = cross_entropy_pass(outputs.detach(), values, fact_map, chunk_size)
+        check_finite(loss, module.parameters(), where=f"mlp.gd.train({architecture}, size={size}, "
+                     f"facts={fact_set.n_facts}, lr={protocol.lr})", step=step)
         if n_correct > best_correct:
             best_correct, best_step, best_loss = n_correct, step, loss
             best_state = copy.deepcopy(module.state_dict())

@@ -14,8 +14,12 @@ it does for a frozen MLP inside a Transformer.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
+
+from factstore.mlp.modules import module_outputs
 
 
 def _sample_rows(n_rows: int, n_samples: int, generator: torch.Generator | None) -> Tensor:
@@ -61,3 +65,18 @@ def pairwise_lipschitz_estimate(
     with torch.no_grad():
         ratios = (module(x) - module(y)).norm(dim=1) / (x - y).norm(dim=1)
     return float(ratios.max())
+
+
+def lipschitz_constants(
+    module: nn.Module, keys: Tensor, n_samples: int, generator: torch.Generator, chunk_size: int = 4
+) -> tuple[float, float, float]:
+    """(Lip, Lip / RMS output norm, RMS output norm) over `n_samples` sampled keys (keys: (F, d_in)).
+
+    Lip = max_i ||J_g(k_i)||_2 (SPEC: the Jacobian's spectral norm at sampled keys;
+    `lipschitz_estimate`, in chunks of rows to bound memory at large widths). Decoding does not
+    depend on the output scale, so Lip / RMS_i ||g(k_i)|| (over all keys) is the scale-free
+    version that can be compared across methods (see the module docstring).
+    """
+    lipschitz = lipschitz_estimate(module, keys, n_samples, generator, chunk_size)
+    rms = float(module_outputs(module, keys).norm(dim=1).pow(2).mean().sqrt())
+    return lipschitz, lipschitz / rms if rms > 0 else math.nan, rms

@@ -15,6 +15,7 @@ Biases exist only where a method uses them (`bias=False` leaves them out of the 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 
@@ -23,6 +24,7 @@ from scipy import integrate
 from torch import Tensor, nn
 
 from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, dot_product_accuracy
+from factstore.whitening import fold_into_mlp, fold_value_transform
 
 ACTIVATIONS = ("relu", "silu", "identity", "hermite")
 
@@ -224,3 +226,25 @@ def module_accuracy(module: nn.Module, fact_set: FactSet, chunk_size: int = DEFA
     """Accuracy of any fact-storing module on its own keys (dot-product decoding, all values)."""
     outputs = module_outputs(module, fact_set.keys)
     return dot_product_accuracy(outputs, fact_set.values, fact_set.fact_map, chunk_size)
+
+
+def fold_module(module: nn.Module, key_transform: Tensor, value_transform: Tensor) -> nn.Module:
+    """A copy of an MLP built on whitened keys and values that reads and writes the ORIGINAL basis.
+
+    Every linear map reading the input gets W <- W W_k^T, the map writing the output W <- W_v W
+    (and its bias b <- W_v b); see `fold_into_mlp`. Handles GatedMLP, PlainMLP and
+    EncoderDecoderMLP (its encoder reads the input, its decoder writes the output).
+    key_transform, value_transform: the (d, d) transforms of `whiten_fact_set`.
+    """
+    folded = copy.deepcopy(module)
+    inputs, output = input_layers(folded), output_layer(folded)
+    dtype = output.weight.dtype
+    with torch.no_grad():
+        first, last = fold_into_mlp([layer.weight for layer in inputs], output.weight,
+                                    key_transform.to(dtype), value_transform.to(dtype))
+        for layer, weight in zip(inputs, first, strict=True):
+            layer.weight.copy_(weight)
+        output.weight.copy_(last)
+        if output.bias is not None:
+            output.bias.copy_(fold_value_transform(output.bias[:, None], value_transform.to(dtype))[:, 0])
+    return folded

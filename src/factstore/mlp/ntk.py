@@ -35,8 +35,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, dot_product_accuracy
-from factstore.geometry import per_value_targets
+from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet, dot_product_accuracy, per_value_targets
 from factstore.mlp.modules import (
     GatedMLP,
     PlainMLP,
@@ -94,15 +93,13 @@ class UnitDraws:
 # ---------------------------------------------------------------------------------------------
 
 
-def construction_targets(
-    fact_set: FactSet, margin_optimal: bool = False, value_targets: Tensor | None = None
-) -> Tensor:
+def construction_targets(fact_set: FactSet, value_targets: Tensor | None = None) -> Tensor:
     """(F, d_out) float64: the output each key is built to emit, Y_i = T_f(i).
 
-    T = value_targets if given (e.g. a precomputed U*), else U* when margin_optimal (solved here,
-    which costs a decodability solve), else the values V themselves.
+    T = value_targets (n_values, d_out) if given (e.g. U*, solved once by the caller), else the
+    values V themselves.
     """
-    return per_value_targets(fact_set, margin_optimal, value_targets)[fact_set.fact_map]
+    return per_value_targets(fact_set, value_targets)[fact_set.fact_map]
 
 
 def check_hermite_coefficient(activation: str, degree: int, gate_derivative: bool = False) -> float:
@@ -148,13 +145,13 @@ def unit_block_outputs(
 
 def _construct(
     fact_set: FactSet, size: int, generator: torch.Generator, activation: str, degree: int,
-    margin_optimal: bool, value_targets: Tensor | None, block_size: int,
+    value_targets: Tensor | None, block_size: int,
 ) -> GatedMLP:
     """The gated NTK MLP of width `size` (no check of the Hermite coefficient)."""
     if size < 1:
         raise ValueError(f"width must be >= 1, got {size}")
     keys = fact_set.keys.to(torch.float64)
-    targets = construction_targets(fact_set, margin_optimal, value_targets)
+    targets = construction_targets(fact_set, value_targets)
     gate, projection = UnitDraws(fact_set.key_dim, fact_set.value_dim, generator).units(0, size)
     blocks = [slice(start, start + block_size) for start in range(0, size, block_size)]
     up_rows = torch.cat([
@@ -174,19 +171,18 @@ def build(
     generator: torch.Generator,
     activation: str = "relu",
     degree: int = 1,
-    margin_optimal: bool = False,
     value_targets: Tensor | None = None,
     block_size: int = 1024,
 ) -> tuple[GatedMLP, int]:
     """The width-`size` NTK MLP storing `fact_set` (float64, bias-free), and its 3 h d parameters.
 
     size: hidden width h. activation: 'relu' (default), 'silu', 'identity' or 'hermite'.
-    degree: Hermite degree k of the features H = h_k(Z). margin_optimal: emit U* instead of V.
-    value_targets: (n_values, d_out) precomputed targets per value (skips the U* solve).
+    degree: Hermite degree k of the features H = h_k(Z). value_targets: (n_values, d_out), the
+    vector emitted for each value (e.g. U*); None: the values V themselves.
     block_size: units processed together (memory ~ F x block_size).
     """
     check_hermite_coefficient(activation, degree)
-    module = _construct(fact_set, size, generator, activation, degree, margin_optimal, value_targets, block_size)
+    module = _construct(fact_set, size, generator, activation, degree, value_targets, block_size)
     return module, parameter_count(module)
 
 
@@ -208,7 +204,6 @@ def build_finite_difference(
     generator: torch.Generator,
     activation: str = "relu",
     degree: int = 1,
-    margin_optimal: bool = False,
     value_targets: Tensor | None = None,
     step: float = DEFAULT_STEP,
     block_size: int = 1024,
@@ -219,7 +214,7 @@ def build_finite_difference(
     which gate it emulates (sigma'), hence the check of E[sigma'(z) h_k(z)].
     """
     check_hermite_coefficient(activation, degree, gate_derivative=True)
-    gated = _construct(fact_set, size, generator, activation, degree, margin_optimal, value_targets, block_size)
+    gated = _construct(fact_set, size, generator, activation, degree, value_targets, block_size)
     module = finite_difference_mlp(gated, step)
     return module, parameter_count(module)
 
@@ -238,12 +233,12 @@ class PrefixAccumulator:
 
     def __init__(
         self, fact_set: FactSet, generator: torch.Generator, activation: str = "relu", degree: int = 1,
-        margin_optimal: bool = False, value_targets: Tensor | None = None, block_size: int = 1024,
+        value_targets: Tensor | None = None, block_size: int = 1024,
         draws: UnitDraws | None = None,
     ) -> None:
         check_hermite_coefficient(activation, degree)
         self.keys = fact_set.keys.to(torch.float64)
-        self.targets = construction_targets(fact_set, margin_optimal, value_targets)
+        self.targets = construction_targets(fact_set, value_targets)
         self.draws = draws or UnitDraws(fact_set.key_dim, fact_set.value_dim, generator)
         self.activation, self.degree, self.block_size = activation, degree, block_size
         self.width = 0
@@ -275,7 +270,6 @@ def accuracy_by_width(
     generator: torch.Generator,
     activation: str = "relu",
     degree: int = 1,
-    margin_optimal: bool = False,
     value_targets: Tensor | None = None,
     block_size: int = 1024,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
@@ -285,7 +279,7 @@ def accuracy_by_width(
     Cost: one construction at max(widths) plus one F x n_values decoding check per width.
     """
     accumulator = PrefixAccumulator(
-        fact_set, generator, activation, degree, margin_optimal, value_targets, block_size
+        fact_set, generator, activation, degree, value_targets, block_size
     )
     accuracies = {}
     for width in sorted(set(widths)):

@@ -1,12 +1,13 @@
-"""Figures of the multi-head attention memorisation study (SPEC S4)."""
+"""Figures of the multi-head attention memorisation study (SPEC S4): `name(tables, params) ->
+Figure`, listed in FIGURES; tables: capacity (attention.summary); params: training (for captions)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from factstore import attention as att
 from factstore.plots import style
+from factstore.statistics import linear_fit
 
 AXIS_LABELS = {
     "heads": "number of heads H",
@@ -41,10 +42,10 @@ def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
         ax.plot(x, scale * bound, color=colour, linestyle="--", linewidth=1.1,
                 label=rf"$c\,H\min(n, d_h)$, $c$ = {scale:.1f} fitted ($\Omega$ rate, scaled)")
         if sweep == "heads" and len(x) >= 2:
-            fit = att.linear_fit(x, y)
+            fit = linear_fit(x, y)
             grid = np.linspace(0, x.max(), 50)
-            ax.plot(grid, fit["slope"] * grid + fit["intercept"], color=colour, linestyle=":", linewidth=1.1,
-                    label=f"linear fit: {fit['slope']:.0f} per head, $R^2$ = {fit['r2']:.3f}")
+            ax.plot(grid, fit.slope * grid + fit.intercept, color=colour, linestyle=":", linewidth=1.1,
+                    label=f"linear fit: {fit.slope:.0f} per head, $R^2$ = {fit.r2:.3f}")
     if sweep == "d_head":
         style.theory_vline(ax, float(points["n_context"].iloc[0]), r"$d_h = n$", reference=True)
     ax.set_xlabel(AXIS_LABELS[sweep])
@@ -73,12 +74,13 @@ def _fixed_caption(points: pd.DataFrame, sweep: str, params: dict) -> str:
             f"(Adam, at most {training['max_steps']} full-batch steps, one seed)")
 
 
-def assumptions(capacity: pd.DataFrame, params: dict):
+def assumptions(tables: dict[str, pd.DataFrame], params: dict):
     """The theorem's assumptions on the data each layer was trained on.
 
     Left: smallest rank over all context matrices vs n (needed: n; at most d). Right: randomised
     Kruskal rank of the query vectors (needed: >= n), with the share of random n-subsets of full rank.
     """
+    capacity = tables["capacity"]
     # Jobs on the same (context, d, n) share their data pool; keep the worst case over them.
     data = capacity.groupby(["context", "d", "n_context"], as_index=False).agg(
         context_rank_min=("context_rank_min", "min"), context_full_rank=("context_full_rank", "min"),
@@ -116,3 +118,24 @@ def assumptions(capacity: pd.DataFrame, params: dict):
     style.caption(fig, f"ranks at float32 precision; Kruskal rank: largest k with all of "
                        f"{int(data['kruskal_subsets'].iloc[0])} random k-subsets independent")
     return fig
+
+
+def heads(tables: dict[str, pd.DataFrame], params: dict):
+    """Memorisation capacity vs the number of heads H, each context kind, with a linear fit and the
+    H min(n, d_h) rate scaled to the points; trainable parameters on the right axis."""
+    return capacity_sweep(tables["capacity"], "heads", params)
+
+
+def context(tables: dict[str, pd.DataFrame], params: dict):
+    """Memorisation capacity vs the context size n, each context kind, with the H min(n, d_h) rate
+    scaled to the points; trainable parameters on the right axis."""
+    return capacity_sweep(tables["capacity"], "n_context", params)
+
+
+def head_dim(tables: dict[str, pd.DataFrame], params: dict):
+    """Memorisation capacity vs the head dimension d_h, each context kind, with the H min(n, d_h)
+    rate (a lower bound: flat beyond d_h = n) scaled to the points; parameters on the right axis."""
+    return capacity_sweep(tables["capacity"], "d_head", params)
+
+
+FIGURES = {"heads": heads, "context": context, "head_dim": head_dim, "assumptions": assumptions}

@@ -1,12 +1,14 @@
 """Figures of the fact-storing MLP study (SPEC S0): capacity scaling, bits per parameter,
-anisotropy and whitening. Every function takes the tidy results table of `mlp.summary`."""
+anisotropy and whitening: `name(tables, params) -> Figure`, listed in FIGURES; tables: results
+(and fits) of `mlp_summary.summary`."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from factstore.experiments.mlp import METHOD_SPECS, fitted_params, information_bound, spec_bits
+from factstore.mlp.methods import METHODS
+from factstore.mlp.scaling import fitted_params, information_bound, random_map_bits
 from factstore.plots import style
 
 MARKERS = {"ntk": "o", "ntk_ustar": "s", "ed_gated": "D", "ed_gated_v": "d", "ed_plain": "^", "gd_gated": "v", "gd_plain": "P"}
@@ -14,11 +16,11 @@ MARKERS = {"ntk": "o", "ntk_ustar": "s", "ed_gated": "D", "ed_gated_v": "d", "ed
 
 def _colours() -> dict:
     """One colour per method, the same in every figure of the study."""
-    return style.palette(list(METHOD_SPECS))
+    return style.palette(list(METHODS))
 
 
 def _label(method: str) -> str:
-    return METHOD_SPECS[method].label
+    return METHODS[method].label
 
 
 def _target_label(target: float) -> str:
@@ -42,12 +44,13 @@ def _plot_counts(ax, rows: pd.DataFrame, x: str, method: str, colour, label: boo
                 marker=MARKERS.get(method, "o"), ms=4, capsize=2, color=colour, label=_label(method) if label else None)
     failed = groups[~groups.stored & groups.cap.notna()]
     if len(failed):  # nudged sideways per method so that carets at the same cap stay visible
-        nudge = 1.04 ** (list(METHOD_SPECS).index(method) - 3)
+        nudge = 1.04 ** (list(METHODS).index(method) - 3)
         ax.plot(failed[x] * nudge, failed["cap"], linestyle="none", marker=6, ms=9, color=colour, markerfacecolor="none")
 
 
-def capacity_scaling(results: pd.DataFrame, fits: pd.DataFrame, params: dict):
+def capacity_scaling(tables: dict[str, pd.DataFrame], params: dict):
     """Smallest parameter count W against F (log-log), one panel per target, with fits and bounds."""
+    results, fits = tables["results"], tables["fits"]
     table = results[results.experiment == "capacity"]
     targets = sorted(table.target.unique())
     fig, axes = style.figure(ncols=len(targets), width=4.4, height=3.8, sharey=True)
@@ -56,12 +59,12 @@ def capacity_scaling(results: pd.DataFrame, fits: pd.DataFrame, params: dict):
     grid = np.geomspace(table.F.min(), table.F.max(), 60)
     for ax, target in zip(axes[0], targets):
         here = table[table.target == target]
-        for method in [m for m in METHOD_SPECS if m in set(here.method)]:
+        for method in [m for m in METHODS if m in set(here.method)]:
             _plot_counts(ax, here[here.method == method], "F", method, colours[method])
             fit = fits[(fits.method == method) & (fits.target == target)]
             if len(fit) and np.isfinite(fit.C.iloc[0]) and fit.C.iloc[0] > 0:  # C <= 0: no F log F growth to draw
                 ax.plot(grid, fitted_params(grid, fit.iloc[0]), color=colours[method], linewidth=0.8, alpha=0.6, linestyle="-.")
-        ax.plot(grid, spec_bits(grid) / bits, **style.REFERENCE_STYLE,
+        ax.plot(grid, random_map_bits(grid) / bits, **style.REFERENCE_STYLE,
                 label=f"$F\\log_2 F / {bits:g}$: {bits:g} bits per parameter (random map)")
         ax.plot(grid, information_bound(grid, bits), **style.THEORY_STYLE,
                 label=f"counting bound $\\log_2(F!) / {bits:g}$ (permutation, $\\leq$ {bits:g} bits per parameter)")
@@ -80,15 +83,16 @@ def capacity_scaling(results: pd.DataFrame, fits: pd.DataFrame, params: dict):
     return fig
 
 
-def bits_per_parameter(results: pd.DataFrame, params: dict):
+def bits_per_parameter(tables: dict[str, pd.DataFrame], params: dict):
     """Facts per parameter and bits per parameter (F log2 F / W) against F, for every method."""
+    results = tables["results"]
     table = results[(results.experiment == "capacity") & results.stored]
     targets = sorted(table.target.unique())
     fig, axes = style.figure(ncols=2, width=4.2, height=3.6)
     left, right = axes[0]
     colours = _colours()
     styles = dict(zip(targets, ["-", "-.", ":"]))
-    for method in [m for m in METHOD_SPECS if m in set(table.method)]:
+    for method in [m for m in METHODS if m in set(table.method)]:
         for target in targets:
             rows = table[(table.method == method) & (table.target == target)].groupby("F")
             mean = rows[["facts_per_parameter", "bits_per_parameter"]].mean()
@@ -112,16 +116,17 @@ def bits_per_parameter(results: pd.DataFrame, params: dict):
     return fig
 
 
-def anisotropy(results: pd.DataFrame, params: dict):
+def anisotropy(tables: dict[str, pd.DataFrame], params: dict):
     """2 x 2 panels against the value condition number kappa: W of every method; rho(V); the NTK's
     best accuracy within its width cap; the facts-per-parameter gain of U* for the NTK."""
+    results = tables["results"]
     table = results[results.experiment == "anisotropy"]
     section = params["anisotropy"]
     main = table[table.F == section["n_facts"]]
     fig, axes = style.figure(ncols=2, nrows=2, width=4.3, height=3.3)
     (counts, decodability), (accuracy, gain_ax) = axes
     colours = _colours()
-    for method in [m for m in METHOD_SPECS if m in set(main.method)]:
+    for method in [m for m in METHODS if m in set(main.method)]:
         _plot_counts(counts, main[main.method == method], "kappa", method, colours[method])
     counts.plot([], [], linestyle="none", marker=6, ms=9, color="0.3", markerfacecolor="none",
                 label="not stored within the width cap (W above)")
@@ -174,8 +179,9 @@ def anisotropy(results: pd.DataFrame, params: dict):
     return fig
 
 
-def whitening(results: pd.DataFrame, params: dict):
+def whitening(tables: dict[str, pd.DataFrame], params: dict):
     """Facts per parameter, the relative Lipschitz constant and rho(V) against alpha."""
+    results = tables["results"]
     table = results[results.experiment == "whitening"].sort_values("alpha")
     section = params["whitening"]
     fig, axes = style.figure(ncols=3, width=4.0, height=3.4)
@@ -183,7 +189,7 @@ def whitening(results: pd.DataFrame, params: dict):
     colours = _colours()
     positive = table.facts_per_parameter[table.facts_per_parameter > 0]
     floor = positive.min() / 3 if len(positive) else 1e-6
-    for method in [m for m in METHOD_SPECS if m in set(table.method)]:
+    for method in [m for m in METHODS if m in set(table.method)]:
         rows = table[table.method == method].groupby("alpha").agg(
             facts_per_parameter=("facts_per_parameter", "mean"), lipschitz_relative=("lipschitz_relative", "mean"),
             stored=("stored", "all")).reset_index()
@@ -218,3 +224,11 @@ def whitening(results: pd.DataFrame, params: dict):
                        f"Lipschitz constant = max Jacobian spectral norm over {section['lipschitz_samples']} keys / RMS output norm over "
                        f"all keys, at each MLP's smallest storing width (decoding does not depend on the output scale)")
     return fig
+
+
+FIGURES = {
+    "capacity_scaling": capacity_scaling,
+    "bits_per_parameter": bits_per_parameter,
+    "anisotropy": anisotropy,
+    "whitening": whitening,
+}

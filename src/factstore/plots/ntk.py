@@ -1,4 +1,4 @@
-"""Figures of the NTK study (SPEC S2). Each function takes tidy tables and returns a Figure.
+"""Figures of the NTK study (SPEC S2): `name(tables, params) -> Figure`, listed in FIGURES.
 
 Log-log panels show every seed (light points), the mean over seeds (line), the fitted power law
 and the theory's reference slope anchored at the mean curve's geometric middle, so a reader can
@@ -12,8 +12,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from factstore import ntk_theory
 from factstore.plots import style
+from factstore.statistics import power_law_fit
 
 LINEARISED_COLOR = "0.1"  # the linearised prediction is drawn dark and dashed over each coloured curve
 
@@ -28,12 +28,12 @@ def _power_law_panel(ax, table: pd.DataFrame, x: str, y: str, label: str,
     xs, ys = means.index.to_numpy(float), means.to_numpy(float)
     ax.plot(xs, ys, "o-", color=color, markersize=4, label=f"{label} (mean)")
     fitted = xs >= fit_from
-    slope, prefactor, r2 = ntk_theory.fit_power_law(xs[fitted], ys[fitted])
-    ax.plot(xs[fitted], prefactor * xs[fitted] ** slope, color=color, linestyle=(0, (1, 1)), linewidth=1.5,
-            label=f"fit: slope {slope:.2f} ($R^2$ {r2:.3f})")
+    fit = power_law_fit(xs[fitted], ys[fitted])
+    ax.plot(xs[fitted], fit.prefactor * xs[fitted] ** fit.exponent, color=color, linestyle=(0, (1, 1)), linewidth=1.5,
+            label=f"fit: slope {fit.exponent:.2f} ($R^2$ {fit.r2:.3f})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    return xs, ys, slope
+    return xs, ys, fit.exponent
 
 
 def _reference_slope(ax, xs: np.ndarray, ys: np.ndarray, slope: float, label: str, reference: bool = False) -> None:
@@ -48,8 +48,10 @@ def _seeds(table: pd.DataFrame) -> int:
     return table["seed"].nunique()
 
 
-def convergence(table: pd.DataFrame, params: dict) -> Figure:
-    """Relative Frobenius error of the empirical NTK at initialisation vs width, with the CLT's n^-1/2."""
+def convergence(tables: dict[str, pd.DataFrame], params: dict) -> Figure:
+    """Relative Frobenius error of the empirical NTK at initialisation vs width, with the CLT's
+    n^-1/2. tables: table (ntk.convergence); params: the ntk.convergence section."""
+    table = tables["table"]
     fig, axes = style.figure()
     ax = axes[0, 0]
     xs, ys, _ = _power_law_panel(ax, table, "width", "rel_error", "empirical NTK")
@@ -63,8 +65,10 @@ def convergence(table: pd.DataFrame, params: dict) -> Figure:
     return fig
 
 
-def lazy_training(summary: pd.DataFrame, params: dict) -> Figure:
-    """Relative NTK change over a fixed GD run vs width, with the n^-1/2 bound and the n^-1 rate."""
+def lazy_training(tables: dict[str, pd.DataFrame], params: dict) -> Figure:
+    """Relative NTK change over a fixed GD run vs width, with the n^-1/2 bound and the n^-1 rate.
+    tables: training_w<width> (ntk.training summaries); params: the ntk.training section."""
+    summary = style.stacked(tables, "training_")
     fig, axes = style.figure()
     ax = axes[0, 0]
     xs, ys, _ = _power_law_panel(ax, summary, "width", "kernel_change", "NTK change")
@@ -98,9 +102,13 @@ def _trajectory_panel(ax, trajectories: pd.DataFrame, width: int, learning_rate:
     ax.set_title(f"width n = {width}")
 
 
-def linearised(summary: pd.DataFrame, trajectories: pd.DataFrame, params: dict) -> Figure:
+def linearised(tables: dict[str, pd.DataFrame], params: dict) -> Figure:
     """Left/middle: outputs over training at the narrowest and widest width, network vs
-    f_t = f_0 + (I - exp(-eta Theta_0 t / N))(y - f_0). Right: their relative distance vs width."""
+    f_t = f_0 + (I - exp(-eta Theta_0 t / N))(y - f_0). Right: their relative distance vs width.
+
+    tables: training_w<width>, trajectories_w<width> (ntk.training); params: ntk.training.
+    """
+    summary, trajectories = style.stacked(tables, "training_"), style.stacked(tables, "trajectories_")
     fig, axes = style.figure(ncols=3, layout="constrained")
     widths = sorted(trajectories["width"].unique())
     for ax, width in zip(axes[0, :2], (widths[0], widths[-1])):
@@ -128,8 +136,10 @@ def linearised(summary: pd.DataFrame, trajectories: pd.DataFrame, params: dict) 
     return fig
 
 
-def kernel_scaling(table: pd.DataFrame, params: dict) -> Figure:
-    """Test error of ridgeless analytic-NTK regression vs training-set size, with a fitted power law."""
+def kernel_scaling(tables: dict[str, pd.DataFrame], params: dict) -> Figure:
+    """Test error of ridgeless analytic-NTK regression vs training-set size, with a fitted power
+    law. tables: table (ntk.scaling); params: the ntk.scaling section."""
+    table = tables["table"]
     fig, axes = style.figure()
     ax = axes[0, 0]
     fit_from = params["fit_min_train_size"]
@@ -142,3 +152,11 @@ def kernel_scaling(table: pd.DataFrame, params: dict) -> Figure:
     style.caption(fig, f"teacher: two-layer ReLU with {params['teacher_width']} units, d = {params['input_dim']}, "
                        f"inputs on the sphere; {params['n_test']} test points; {_seeds(table)} seeds")
     return fig
+
+
+FIGURES = {
+    "convergence": convergence,
+    "lazy_training": lazy_training,
+    "linearised": linearised,
+    "kernel_scaling": kernel_scaling,
+}

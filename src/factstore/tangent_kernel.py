@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, jacrev, vmap
+
+from factstore.training import check_finite
 
 Params = dict[str, torch.Tensor]
 
@@ -179,12 +180,16 @@ def train_full_batch_gd(model: nn.Module, params: Params, inputs: torch.Tensor, 
     recorded: dict[int, torch.Tensor] = {}
     params = {name: value.clone() for name, value in params.items()}
     for step in range(steps + 1):
-        grads, (_, outputs) = gradient_and_outputs(params)
+        grads, (loss, outputs) = gradient_and_outputs(params)
+        check_finite(loss, None, where=f"tangent_kernel.train_full_batch_gd(N={len(inputs)}, "
+                     f"learning_rate={learning_rate})", step=step)
         if step in wanted:
             recorded[step] = outputs.detach()
         if step == steps:
             break
         params = {name: value - learning_rate * grads[name] for name, value in params.items()}
+    check_finite(0.0, params.values(), where=f"tangent_kernel.train_full_batch_gd(N={len(inputs)}, "
+                 f"learning_rate={learning_rate})", step=steps)
     return params, torch.stack([recorded[s] for s in record_at])
 
 
@@ -245,7 +250,7 @@ def kernel_regression(k_train: torch.Tensor, k_test_train: torch.Tensor, targets
 
 
 # --------------------------------------------------------------------------------------------
-# Data and fits
+# Data
 # --------------------------------------------------------------------------------------------
 def sphere_inputs(count: int, dim: int, generator: torch.Generator | None = None,
                   dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -270,30 +275,3 @@ def random_teacher(dim: int, hidden: int, generator: torch.Generator | None = No
     """Weights of a random two-layer ReLU teacher (see `teacher_outputs`): W rows on the unit
     sphere times sqrt(d), so each unit sees a pre-activation of unit variance, a ~ N(0, 1)."""
     return {"W": sphere_inputs(hidden, dim, generator, dtype), "a": torch.randn(hidden, generator=generator, dtype=dtype)}
-
-
-def _float64_cpu(values) -> torch.Tensor:
-    """A float64 CPU copy of a tensor, array or list (copying also avoids read-only numpy views)."""
-    if isinstance(values, torch.Tensor):
-        return values.detach().to(device="cpu", dtype=torch.float64)
-    return torch.tensor(np.asarray(values, dtype=np.float64))
-
-
-def fit_power_law(x, y) -> tuple[float, float, float]:
-    """Least-squares line through (log x, log y): y ~ prefactor * x^exponent.
-
-    x, y: 1-D, positive, same length (tensors, arrays or lists) -> (exponent, prefactor, r2),
-    r2 the coefficient of determination of the log-log fit.
-    """
-    log_x = torch.log(_float64_cpu(x))
-    log_y = torch.log(_float64_cpu(y))
-    if log_x.ndim != 1 or log_x.shape != log_y.shape or log_x.numel() < 2:
-        raise ValueError("fit_power_law needs two 1-D sequences of equal length >= 2")
-    if not (torch.isfinite(log_x).all() and torch.isfinite(log_y).all()):
-        raise ValueError("fit_power_law needs strictly positive, finite x and y")
-    design = torch.stack([log_x, torch.ones_like(log_x)], dim=1)
-    slope, intercept = torch.linalg.lstsq(design, log_y[:, None]).solution[:, 0]
-    residual = log_y - (slope * log_x + intercept)
-    total = (log_y - log_y.mean()).pow(2).sum()
-    r2 = 1.0 - float(residual.pow(2).sum() / total) if total > 0 else 1.0
-    return float(slope), float(torch.exp(intercept)), r2

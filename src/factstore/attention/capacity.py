@@ -1,0 +1,197 @@
+"""Memorisation capacity of one attention layer: training to fit, and the search over N.
+
+`fit_sizes` trains one fresh model per dataset size, all side by side (one batched forward over
+stacked weights), and reports whether each fitted its examples; `attention_capacity` searches the
+largest size that fits with `factstore.search.search_largest`, each round of probes one call of
+`fit_sizes`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, stack_module_state
+from tqdm import tqdm
+
+from factstore.attention.model import AttentionShape, MemorisationData, MultiHeadAttentionMemory
+from factstore.search import LargestSearch, search_largest
+from factstore.training import check_finite
+
+
+# --------------------------------------------------------------------------------------------
+# Training to fit: several models side by side
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Adam with linear warm-up and cosine decay, full batch; stop once every model fits.
+
+    A model "fits" when its training accuracy reaches `target_accuracy` at some step. `patience`
+    (steps, after warm-up) ends a batch early when no unfitted model has gained a correct example
+    for that long: the runs above capacity otherwise dominate the cost of a search.
+    """
+
+    lr: float = 1e-2
+    max_steps: int = 2000
+    warmup_steps: int = 100
+    final_lr_fraction: float = 0.0
+    target_accuracy: float = 1.0
+    patience: int | None = None
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """One trained model: its dataset size, best training accuracy, and the step it fitted (or None)."""
+
+    size: int
+    best_accuracy: float
+    final_accuracy: float
+    fitted_at_step: int | None
+    steps_run: int
+    n_params: int
+
+    @property
+    def fitted(self) -> bool:
+        return self.fitted_at_step is not None
+
+
+def warmup_cosine(step: int, settings: TrainSettings) -> float:
+    """Learning-rate factor: linear 0 -> 1 over the warm-up, then cosine 1 -> final_lr_fraction."""
+    if step < settings.warmup_steps:
+        return (step + 1) / settings.warmup_steps
+    decay_steps = max(settings.max_steps - settings.warmup_steps, 1)
+    progress = min((step - settings.warmup_steps) / decay_steps, 1.0)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return settings.final_lr_fraction + (1.0 - settings.final_lr_fraction) * cosine
+
+
+def _stacked_models(shape: AttentionShape, n_models: int, generator: torch.Generator, device) -> tuple:
+    """n_models independently initialised models as one set of stacked parameters (leading dim R).
+
+    Returns (template on the meta device, {name: (R, ...) leaf tensor}, buffers) for functional_call.
+    """
+    models = [MultiHeadAttentionMemory(shape, generator) for _ in range(n_models)]
+    params, buffers = stack_module_state(models)
+    params = {name: value.to(device).detach().requires_grad_() for name, value in params.items()}
+    with torch.device("meta"):
+        template = MultiHeadAttentionMemory(shape)  # structure only: no memory, no random draws
+    return template, params, buffers
+
+
+def fit_sizes(
+    pool: MemorisationData,
+    sizes: Sequence[int],
+    shape: AttentionShape,
+    settings: TrainSettings,
+    generator: torch.Generator,
+    device: torch.device | str = "cpu",
+) -> list[FitResult]:
+    """Train one fresh model per size on the first `size` examples of `pool`, all side by side.
+
+    The R = len(sizes) models run as one batched forward (torch.func.vmap over stacked weights) on
+    the largest prefix; a mask (R, N_max) restricts each model's loss and accuracy to its own
+    examples, and the loss is the sum of the per-model means, so the models do not interact
+    (Adam is elementwise). Accuracy is read from the logits of each training step, before its
+    update, so it costs nothing extra.
+    """
+    sizes = [int(size) for size in sizes]
+    if not sizes or min(sizes) < 1 or max(sizes) > pool.size:
+        raise ValueError(f"sizes must lie in [1, {pool.size}], got {sizes}")
+    data = pool.prefix(max(sizes)).to(device)
+    labels = data.labels  # (N_max,)
+    size_tensor = torch.tensor(sizes, device=device)
+    mask = (torch.arange(data.size, device=device)[None, :] < size_tensor[:, None]).float()  # (R, N_max)
+
+    template, params, buffers = _stacked_models(shape, len(sizes), generator, device)
+
+    def model_logits(model_params, model_buffers, queries, contexts):
+        return functional_call(template, (model_params, model_buffers), (queries, contexts))
+
+    batched_logits = torch.vmap(model_logits, in_dims=(0, 0, None, None))
+    optimizer = torch.optim.Adam(params.values(), lr=settings.lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, settings))
+
+    best_correct = torch.zeros(len(sizes), device=device)
+    final_correct = best_correct
+    fitted_at = [None] * len(sizes)
+    target_correct = torch.ceil(settings.target_accuracy * size_tensor - 1e-9)
+    last_gain, step = 0, 0
+    for step in tqdm(range(settings.max_steps), desc=f"fitting N = {sizes}", mininterval=5, leave=False):
+        logits = batched_logits(params, buffers, data.queries, data.contexts)  # (R, N_max, C)
+        losses = F.cross_entropy(logits.flatten(0, 1), labels.repeat(len(sizes)), reduction="none")
+        loss = (losses.view(len(sizes), -1) * mask).sum(dim=1).div(size_tensor).sum()
+        check_finite(loss, None, where=f"attention.fit_sizes(sizes={sizes}, {shape}, learning_rate="
+                     f"{settings.lr})", step=step)
+        with torch.no_grad():
+            final_correct = ((logits.argmax(dim=-1) == labels).float() * mask).sum(dim=1)
+            if ((final_correct > best_correct) & (best_correct < target_correct)).any():
+                last_gain = step  # an unfitted model recalled more examples than ever before
+            best_correct = torch.maximum(best_correct, final_correct)
+            for run in torch.nonzero(best_correct >= target_correct).flatten().tolist():
+                fitted_at[run] = step if fitted_at[run] is None else fitted_at[run]
+        if all(at is not None for at in fitted_at):
+            break
+        if settings.patience and step >= settings.warmup_steps and step - last_gain > settings.patience:
+            break
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+
+    n_params = shape.n_params()
+    return [
+        FitResult(
+            size=size,
+            best_accuracy=float(best_correct[run] / size),
+            final_accuracy=float(final_correct[run] / size),
+            fitted_at_step=fitted_at[run],
+            steps_run=step + 1,
+            n_params=n_params,
+        )
+        for run, size in enumerate(sizes)
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Capacity search over N
+# --------------------------------------------------------------------------------------------
+
+
+def attention_capacity(
+    pool: MemorisationData,
+    shape: AttentionShape,
+    settings: TrainSettings,
+    generator: torch.Generator,
+    start: int,
+    probes_per_round: int = 2,
+    growth: float = 2.0,
+    relative_resolution: float = 0.05,
+    device: torch.device | str = "cpu",
+) -> tuple[LargestSearch, list[FitResult]]:
+    """Memorisation capacity of one attention shape on prefixes of `pool` (at most pool.size).
+
+    Each round of the search trains `probes_per_round` fresh models side by side (`fit_sizes`).
+    Returns the search and every trained model's `FitResult`, in probe order.
+    """
+    results: list[FitResult] = []
+
+    def fit_accuracy(sizes: list[int]) -> list[float]:
+        fits = fit_sizes(pool, sizes, shape, settings, generator, device)
+        results.extend(fits)
+        return [fit.best_accuracy for fit in fits]
+
+    search = search_largest(
+        fit_accuracy,
+        start=min(start, pool.size),
+        target_accuracy=settings.target_accuracy,
+        probes_per_round=probes_per_round,
+        growth=growth,
+        max_size=pool.size,
+        relative_resolution=relative_resolution,
+    )
+    return search, results

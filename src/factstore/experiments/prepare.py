@@ -1,0 +1,68 @@
+"""Data-layer prepare steps: tidy tables from the raw files, and the manifest.
+
+Nothing raw is trusted: every step first re-checks the sha256 (or git blob id) of each data/raw
+file it reads against factstore.data.sources, so a file edited, truncated or swapped after its
+fetch stops the step instead of reaching data/processed under a source.json that still claims the
+verified checksum; then factstore.data.prepare rejects empty or malformed rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from factstore.data import prepare
+from factstore.data.fetch import ChecksumError, FetchError, verify
+from factstore.data.sources import SOURCES, WIKIPEDIA, Source
+from factstore.io import read_json, read_table
+
+
+def verify_raw(path: Path, source: Source) -> None:
+    """Re-check a data/raw file against its source's checksum before anything reads it."""
+    try:
+        verify(Path(path), source, origin=path)
+    except ChecksumError as error:
+        raise ChecksumError(f"{error}; {path} changed after it was fetched: delete it and rerun the workflow") from None
+
+
+def goodreads(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    verify_raw(inputs["book_authors"], SOURCES["book_authors"])
+    verify_raw(inputs["goodbooks"], SOURCES["goodbooks"])
+    return {"facts": prepare.goodreads_facts(inputs["book_authors"]), "goodbooks": prepare.goodbooks_facts(inputs["goodbooks"])}
+
+
+def wikipedia(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    verify_raw(inputs["summaries"], WIKIPEDIA)
+    return {"paragraphs": prepare.wikipedia_paragraphs(inputs["summaries"])}
+
+
+def fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    source = read_json(inputs["report"])["source"]
+    if source not in SOURCES:
+        raise FetchError(f"{inputs['report']}: unknown source {source!r}")
+    verify_raw(inputs["relations"], SOURCES[source])
+    verify_raw(inputs["pid2name"], SOURCES["fewrel_pid2name"])
+    relations = json.loads(inputs["relations"].read_text())
+    names = json.loads(inputs["pid2name"].read_text())
+    table = prepare.fewrel_sentences(relations, names, params["fewrel_test_per_relation"], params["split_seed"],
+                                     source=str(inputs["relations"]))
+    return {"sentences": table.assign(source=source)}
+
+
+def manifest(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Counts, licenses and origins of every prepared table: data/processed/manifest.json."""
+    reports = {name.removeprefix("report_"): read_json(path) for name, path in inputs.items() if name.startswith("report_")}
+    tables = {name.removeprefix("table_"): read_table(path) for name, path in inputs.items() if name.startswith("table_")}
+    counts = {
+        "goodreads_facts": {"facts": len(tables["goodreads_facts"]), "books": tables["goodreads_facts"].book.nunique(),
+                            "authors": tables["goodreads_facts"].author.nunique()},
+        "goodbooks_facts": {"facts": len(tables["goodbooks_facts"]), "books": tables["goodbooks_facts"].book.nunique(),
+                            "authors": tables["goodbooks_facts"].author.nunique()},
+        "wikipedia_paragraphs": {"paragraphs": len(tables["wikipedia_paragraphs"]),
+                                 "articles": tables["wikipedia_paragraphs"].title.nunique(),
+                                 "words": int(tables["wikipedia_paragraphs"].words.sum())},
+        "fewrel_sentences": {"sentences": len(tables["fewrel_sentences"]),
+                             "relations": tables["fewrel_sentences"].relation.nunique(),
+                             **tables["fewrel_sentences"].split.value_counts().to_dict()},
+    }
+    return {"manifest": {"tables": counts, "sources": reports}}

@@ -1,0 +1,118 @@
+"""The ways of storing facts in an MLP (SPEC S0): one table, one entry per method.
+
+A method's name is the one used everywhere -- in the config, tables, figures and metrics -- and
+its entry says all there is to know about it: the function that builds (or trains) one MLP, how
+the capacity search finds its smallest size, the architecture whose parameters are counted,
+its label in figures, and whether it emits the margin-optimal targets U* or the values V.
+
+The first seven entries are the study's methods, in the order of its figures (colours and
+markers follow this order); the others are library variants used by tests and benchmarks:
+  ntk, ntk_ustar      NTK MLP (Algorithm 5) emitting V or U*
+  ed_gated, ed_plain  encoder-decoder MLP, gated or non-gated encoder, codes of U*
+  ed_gated_v          gated encoder-decoder with codes of V itself (shows why U* matters)
+  gd_gated, gd_plain  gradient descent, gated (ReLU gate) or plain ReLU MLP
+  ed_plain_v, ntk_finite_difference, gd_gated_linear: non-gated encoder-decoder with codes of V,
+                      the non-gated NTK MLP (finite-difference unit pairs), GD with a linear gate
+The encoder-decoder named plainly is the U* variant: the paper's construction works "for all but
+a measure-zero set of output embeddings", which codes of V cannot (with anisotropic values a
+value need not be the best match of itself, and then no code decodes it), and its parameter
+count is predicted from rho(V), the margin U* attains.
+
+Search strategies (see capacity.py): 'unit_prefix' (NTK: one pass over units, every width a
+prefix of the wider ones), 'code_size' (encoder-decoder: the code size checked on the codes),
+'trained' (bracketing and bisection over trained MLPs), 'doubling' (any other builder: one build
+per probe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from factstore.facts import FactSet, per_value_targets
+from factstore.geometry import margin_optimal_targets
+from factstore.mlp import encoder_decoder, gd, ntk
+
+SearchStrategy = Literal["unit_prefix", "code_size", "trained", "doubling"]
+Architecture = Literal["gated", "plain"]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One way of storing facts in an MLP.
+
+    name: the method's name everywhere (config, tables, figures, metrics).
+    label: its legend label in figures.
+    build: makes one MLP of a given size. Constructions: build(fact_set, size, generator,
+        value_targets=..., **options) -> (module, n_params); trained methods ('trained' search):
+        train(fact_set, size, generator, architecture=..., **options) -> (module, n_params, info).
+        `size` is the hidden width (NTK, GD) or the code size (encoder-decoder).
+    search: how capacity.smallest_widths finds the smallest storing size (module docstring).
+    architecture: 'gated' or 'plain', the MLP whose width is searched (the encoder for an
+        encoder-decoder); it sets parameters per hidden unit (modules.parameters_per_unit) and
+        is what a trained method trains.
+    uses_ustar: emits the margin-optimal targets U* instead of the values V (constructions).
+    options: fixed keyword arguments of `build` (e.g. the activation of a trained MLP).
+    """
+
+    name: str
+    label: str
+    build: Callable[..., tuple]
+    search: SearchStrategy
+    architecture: Architecture
+    uses_ustar: bool = False
+    options: Mapping[str, object] = field(default_factory=dict)
+
+    def value_targets(self, fact_set: FactSet, ustar: Tensor | None = None) -> Tensor:
+        """(n_values, d_out) float64: the vector this method emits for each value, U* or V.
+
+        ustar: U* of fact_set.values if the caller has solved it already (one solve shared by
+        every method on the same value set); solved here when needed and not given. The one
+        place where "V or U*" is decided. Trained methods learn their outputs (against V).
+        """
+        if not self.uses_ustar:
+            return per_value_targets(fact_set)
+        return per_value_targets(fact_set, margin_optimal_targets(fact_set.values)[0] if ustar is None else ustar)
+
+    def make(
+        self, fact_set: FactSet, size: int, generator: torch.Generator, value_targets: Tensor | None = None,
+        **options,
+    ) -> tuple:
+        """One MLP of this method at `size` (the return value of `build`, see the class docstring).
+
+        value_targets: what a construction emits per value (default: `self.value_targets`);
+        unused by trained methods. options: further keyword arguments of `build`.
+        """
+        if self.search == "trained":
+            return self.build(fact_set, size, generator, architecture=self.architecture, **self.options, **options)
+        if value_targets is None:
+            value_targets = self.value_targets(fact_set)
+        return self.build(fact_set, size, generator, value_targets=value_targets, **self.options, **options)
+
+
+METHODS: dict[str, Method] = {method.name: method for method in (
+    # The study's methods, in the order of its figures.
+    Method("ntk", "NTK", ntk.build, "unit_prefix", "gated"),
+    Method("ntk_ustar", "NTK + U*", ntk.build, "unit_prefix", "gated", uses_ustar=True),
+    Method("ed_gated", "encoder-decoder, gated", encoder_decoder.build, "code_size", "gated", uses_ustar=True),
+    Method("ed_gated_v", "encoder-decoder, gated, codes of V", encoder_decoder.build, "code_size", "gated"),
+    Method("ed_plain", "encoder-decoder, non-gated", encoder_decoder.build_plain, "code_size", "plain", uses_ustar=True),
+    Method("gd_gated", "GD, gated", gd.train, "trained", "gated", options={"activation": "relu"}),
+    Method("gd_plain", "GD, plain", gd.train, "trained", "plain", options={"activation": "relu"}),
+    # Library variants (tests, benchmarks).
+    Method("ed_plain_v", "encoder-decoder, non-gated, codes of V", encoder_decoder.build_plain, "code_size", "plain"),
+    Method("ntk_finite_difference", "NTK, non-gated (finite differences)", ntk.build_finite_difference, "doubling",
+           "plain"),
+    Method("gd_gated_linear", "GD, gated, linear gate", gd.train, "trained", "gated", options={"activation": "identity"}),
+)}
+
+
+def get_method(name: str) -> Method:
+    """The entry of METHODS called `name`; a ValueError naming the known methods otherwise."""
+    if name not in METHODS:
+        raise ValueError(f"unknown method '{name}': use one of {sorted(METHODS)}")
+    return METHODS[name]

@@ -1,0 +1,66 @@
+"""The divergence guard every training loop shares.
+
+A training run whose loss or weights turn NaN or infinite (too large a learning rate, an overflow
+in float32) must stop at once with an error that names the setting and the step, not carry on
+and report "accuracy 0" as if the model had merely failed to learn. Every loop calls
+
+    check_finite(loss, parameters, where=f"assoc.train_optimal(d={d}, rank={rank})", step=step)
+
+once per step, after computing the loss and before the update. The runner (`python -m factstore`)
+turns a DivergenceError into one line naming the workflow step and its parameters, exit status 1,
+and writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+
+class DivergenceError(RuntimeError):
+    """Training produced a non-finite loss or parameter.
+
+    Attributes: where (the setting, as the loop names it), step (the training step), what
+    (what was found non-finite, e.g. "loss = nan" or "parameter 1 of 2").
+    """
+
+    def __init__(self, where: str, step: int, what: str):
+        self.where, self.step, self.what = where, step, what
+        super().__init__(f"{where}: training diverged at step {step}: {what} is not finite "
+                         "(try a smaller learning rate, or float64)")
+
+
+def check_finite(
+    loss: float | torch.Tensor,
+    parameters: Iterable[torch.Tensor] | None = None,
+    *,
+    where: str,
+    step: int,
+) -> None:
+    """Raise DivergenceError unless `loss` and every tensor of `parameters` are finite.
+
+    loss: a Python number or a tensor (any shape; every element must be finite).
+    parameters: the trained tensors, or None to check the loss only. Checking them costs one
+    reduction per tensor and a single host sync; a non-finite weight makes the next loss
+    non-finite anyway, so a loop that cannot afford the sync may pass None and check the
+    parameters once after its last step.
+    """
+    if isinstance(loss, torch.Tensor):
+        finite = bool(torch.isfinite(loss.detach()).all())
+        shown = loss.detach().flatten()[0].item() if loss.numel() == 1 else "some element"
+    else:
+        finite = math.isfinite(float(loss))
+        shown = loss
+    if not finite:
+        raise DivergenceError(where, step, f"loss = {shown}")
+    if parameters is None:
+        return
+    tensors = [p.detach() for p in parameters]
+    if not tensors:
+        return
+    flags = torch.stack([torch.isfinite(t).all() for t in tensors]).cpu()  # the one sync
+    if not bool(flags.all()):
+        bad = int((~flags).nonzero()[0, 0])
+        raise DivergenceError(where, step, f"parameter {bad + 1} of {len(tensors)} (shape {tuple(tensors[bad].shape)})")

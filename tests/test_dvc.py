@@ -1,0 +1,164 @@
+"""DVC follows the config that params.yaml selects, and reports a stage changed whenever Snakemake
+would rerun something in it: a parameter of that config, a core module, a figure module.
+
+Cheap: no step runs. A fresh copy of the working tree gets placeholder outputs and a `dvc commit`
+(which records deps, params and outs in dvc.lock as `dvc repro` would), then each edit is checked
+with `dvc status`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPOSITORY
+
+pytestmark = pytest.mark.workflow
+SMOKE = "config/smoke.yaml"
+BIN = str(Path(sys.executable).parent)
+STAGES = {"data", "assoc", "ntk", "attention", "mlp", "figures", "claims"}
+
+
+def run(*command: str, cwd: Path, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    environment = os.environ | {"PATH": BIN + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1"} | (env or {})
+    for name in ("FACTSTORE_CONFIG", "DVC_STAGE"):
+        if name not in (env or {}):
+            environment.pop(name, None)
+    done = subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done
+
+
+def dvc(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+    return run(sys.executable, "-m", "dvc", *args, cwd=cwd, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory) -> Path:
+    """A copy of the working tree (as a new git repository), params.yaml selecting the smoke config,
+    placeholder outputs, and dvc.lock written by `dvc commit`: `dvc status` says up to date."""
+    listing = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                             cwd=REPOSITORY, capture_output=True, text=True, check=True).stdout.split("\0")
+    root = tmp_path_factory.mktemp("dvc")
+    for name in filter(None, listing):
+        if (REPOSITORY / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPOSITORY / name, root / name)
+    (root / "params.yaml").write_text(f"config: {SMOKE}\n")
+    for command in (["git", "init", "-q"], ["git", "add", "-A"],
+                    ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"]):
+        subprocess.run(command, cwd=root, check=True, capture_output=True)
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    for stage in stages.values():
+        for out in stage.get("outs", []) + stage.get("metrics", []):
+            path = root / (next(iter(out)) if isinstance(out, dict) else out)
+            if path.suffix:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("{}\n")
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+                (path / "placeholder.txt").write_text("made by tests/test_dvc.py\n")
+    dvc("commit", "--force", cwd=root)
+    assert "up to date" in dvc("status", cwd=root).stdout
+    return root
+
+
+def changed_stages(root: Path) -> dict[str, list]:
+    """Stage -> what `dvc status` says changed."""
+    status = json.loads(dvc("status", "--json", cwd=root).stdout or "{}")
+    return {name.split(":")[-1]: changes for name, changes in status.items()}
+
+
+def edited(root: Path, relative: str, change):
+    """Apply `change(text) -> text` to a file, return a function that restores it."""
+    path = root / relative
+    original = path.read_text()
+    path.write_text(change(original))
+    return lambda: path.write_text(original)
+
+
+def test_the_lock_records_the_selected_config(committed):
+    lock = yaml.safe_load((committed / "dvc.lock").read_text())["stages"]
+    assert set(lock) == STAGES
+    assert lock["assoc"]["cmd"] == f"snakemake --cores all assoc --configfile {SMOKE}"
+    assert lock["assoc"]["params"][SMOKE]["assoc"]["trained"]["max_steps"] == 400  # smoke's value
+    assert set(lock["data"]["params"][SMOKE]) == {"data.retries", "data.timeout_s", "data.fewrel_train_wiki",
+                                                  "data.fewrel_test_per_relation", "data.split_seed"}
+
+
+def test_a_parameter_change_in_the_selected_config_marks_its_stages(committed):
+    restore = edited(committed, SMOKE, lambda text: text.replace("capacity_accuracy: 0.99", "capacity_accuracy: 0.95"))
+    try:
+        changed = changed_stages(committed)
+    finally:
+        restore()
+    assert set(changed) == {"assoc", "figures"}
+    assert {"changed deps": {SMOKE: {"assoc": "modified"}}} in changed["assoc"]
+
+
+def test_a_change_in_another_config_file_marks_nothing(committed):
+    restore = edited(committed, "config/config.yaml", lambda text: text.replace("scale: default", "scale: paper"))
+    try:
+        assert changed_stages(committed) == {}
+    finally:
+        restore()
+
+
+def test_the_data_mirror_is_no_parameter(committed):
+    restore = edited(committed, SMOKE, lambda text: text.replace("  split_seed: 0\n", "  split_seed: 0\n  mirror: /elsewhere\n"))
+    try:
+        assert changed_stages(committed) == {}
+    finally:
+        restore()
+
+
+@pytest.mark.parametrize("module", ["src/factstore/__main__.py", "src/factstore/io.py", "src/factstore/provenance.py",
+                                    "src/factstore/device.py"])
+def test_a_core_module_edit_marks_every_stage(committed, module):
+    restore = edited(committed, module, lambda text: text + "\n# an edit\n")
+    try:
+        assert set(changed_stages(committed)) == STAGES
+    finally:
+        restore()
+
+
+@pytest.mark.parametrize("module", ["src/factstore/plots/assoc.py", "workflow/rules/assoc.smk"])
+def test_a_figure_module_or_rule_edit_marks_the_figures_stage(committed, module):
+    restore = edited(committed, module, lambda text: text + "\n# an edit\n")
+    try:
+        assert "figures" in changed_stages(committed)
+    finally:
+        restore()
+
+
+def test_selecting_another_config_marks_every_stage(committed):
+    restore = edited(committed, "params.yaml", lambda text: "config: config/config.yaml\n")
+    try:
+        assert set(changed_stages(committed)) == STAGES
+    finally:
+        restore()
+
+
+def test_byte_code_is_no_dependency(committed):
+    cache = committed / "src/factstore/__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / "io.cpython-311.pyc").write_bytes(b"\0")
+    try:
+        assert changed_stages(committed) == {}
+    finally:
+        shutil.rmtree(cache)
+
+
+def test_factstore_config_disagreeing_with_dvc_stops_the_run(committed):
+    env = {"DVC_STAGE": "assoc", "FACTSTORE_CONFIG": "config/config.yaml"}
+    done = run(sys.executable, "-m", "snakemake", "-n", "--nolock", "assoc", "--configfile", SMOKE,
+               cwd=committed, env=env, check=False)
+    assert done.returncode != 0
+    assert "FACTSTORE_CONFIG=config/config.yaml, but DVC runs with" in done.stdout + done.stderr
