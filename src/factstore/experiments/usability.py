@@ -387,8 +387,11 @@ def _whitening_metrics(table: pd.DataFrame, target: float, metrics: MetricsTable
                 f"min over (kind, method, alpha in {MODERATE_ALPHAS}) of the mean fact-adaptive accuracy; {setting}")
     metrics.add("whitening_full_drop_min", min(drops, default=math.nan),
                 f"min over (kind, method) of [min moderate fact-adaptive accuracy - fact-adaptive accuracy at alpha = 1]")
-    metrics.add("whitening_moderate_capacity_gain_min", min(gains, default=math.nan),
-                "min over (kind, method) of standalone F / W at the worse moderate alpha over F / W at alpha = 0")
+    metrics.add("whitening_moderate_capacity_gain_min",
+                math.nan if not gains or any(math.isnan(g) for g in gains) else min(gains),
+                "min over (kind, method) of standalone F / W at the worse moderate alpha over F / W at alpha = 0 "
+                "(F / W = 0 where a seed does not store within the width cap; NaN where neither alpha stores: no gain "
+                "shown)")
     for (kind, method, alpha), row in means.iterrows():
         metrics.add(f"whitening_fact_adaptive_{kind}_{method}_a{alpha:g}", row.fact_adaptive, setting)
 
