@@ -36,10 +36,15 @@ def usable_capacity(tables: dict[str, pd.DataFrame], params: dict):
         left.plot(missing.F, missing.params_at_cap, "x", color=colours[method], ms=7)
         best = runs[runs.method == method].groupby("F").best_fact_adaptive.mean()
         right.plot(best.index, best.values, marker="o", color=colours[method], label=label)
+    facts = sorted(usable.F.unique())
     left.set(xscale="log", yscale="log", xlabel="facts F", ylabel="MLP parameters W")
+
     left.set_title("usable vs standalone capacity")
     style.theory_hline(right, params["target"], f"target {params['target']:g}")
     right.set(xscale="log", xlabel="facts F", ylabel="best fact-adaptive accuracy", title="best over probed sizes")
+    for ax in (left, right):
+        ax.set_xticks(facts, [str(f) for f in facts])
+        ax.minorticks_off()
     style.shared_legend(fig, axes)
     style.caption(fig, f"d = {params['d']}; x: no size up to the cap usable (W at the cap); "
                        f"mean over {runs.replicate.nunique() if len(runs) else 0} seeds")
@@ -79,7 +84,8 @@ def whitening(tables: dict[str, pd.DataFrame], params: dict):
         for method, group in here.groupby("method"):
             means = group.groupby("alpha")[["facts_per_parameter", "fact_adaptive", "plain_recall"]].mean()
             label = LABELS.get(method, method)
-            axes[0][column].plot(means.index, means.facts_per_parameter, marker="o", color=colours[method], label=label)
+            axes[0][column].plot(means.index, means.facts_per_parameter, marker="o", color=colours[method],
+                                 label=f"{label}: standalone F / W")
             axes[1][column].plot(means.index, means.fact_adaptive, marker="o", color=colours[method],
                                  label=f"{label}: fact-adaptive")
             axes[1][column].plot(means.index, means.plain_recall, ":", marker=".", color=colours[method],
