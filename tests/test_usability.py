@@ -235,7 +235,7 @@ def test_smoke_config_plans_every_usability_figure():
     from factstore.plots.usability import FIGURES
 
     targets = [f"figures/usability_{name}.png" for name in FIGURES]
-    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", "config/smoke.yaml", *targets],
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", *targets, "--configfile", "config/smoke.yaml"],
                           cwd=REPOSITORY, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     smoke = yaml.safe_load((REPOSITORY / "config/smoke.yaml").read_text())
