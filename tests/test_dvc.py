@@ -22,7 +22,7 @@ from conftest import REPOSITORY
 pytestmark = pytest.mark.workflow
 SMOKE = "config/smoke.yaml"
 BIN = str(Path(sys.executable).parent)
-STAGES = {"data", "assoc", "ntk", "attention", "mlp", "figures", "claims"}
+STAGES = {"data", "assoc", "ntk", "attention", "mlp", "usability", "figures", "claims"}
 
 
 def run(*command: str, cwd: Path, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
