@@ -1,0 +1,188 @@
+"""A one-layer Transformer with a frozen fact-storing MLP in its MLP slot (SPEC S0 "Usability").
+
+nanoGPT-style and small enough to read in one sitting; the usability study trains it on the
+`<junk> key <junk> Q value` task (factstore.usability) and the language-model study reuses it.
+For a batch of token ids (B, T):
+
+    x = E[tokens]                                   tied, frozen token embeddings E (V, d)
+    a = Attention(rms(x))                           causal, RoPE; only query and key train;
+                                                    value and output maps frozen to the identity
+    m = MLP(s * rms(a))                             frozen MLP, frozen scalar RMS norm before it
+    logits = rms(m) E^T                             the tied embeddings decode (over all V tokens)
+
+with rms(z) = z / sqrt(mean(z^2)) (no gain) and no residual around the attention or the MLP
+(both switchable). The MLP-norm scale s is the mean RMS of the MLP's keys, so an attention
+output that copies one key embedding reaches the MLP exactly as the key the MLP was built on
+(unit-norm keys: s = 1 / sqrt(d)). Nothing about the MLP is assumed but `mlp(x)`: (N, d) -> (N, d).
+
+`forward(tokens, query_positions)` computes the output at one position per sequence only (the
+query token of the task); with a one-layer model this is exact and costs O(B T d) instead of
+O(B T^2 d + B T d h). Without query_positions every position is computed (language modelling).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional
+
+
+def rms_normalise(x: Tensor, eps: float = 1e-12) -> Tensor:
+    """x / sqrt(mean(x^2) over the last dimension): every row gets norm sqrt(d)."""
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+
+
+class ScalarRMSNorm(nn.Module):
+    """rms_normalise(x) * scale with a frozen scalar `scale` (a buffer, not a parameter)."""
+
+    def __init__(self, scale: float = 1.0) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.tensor(float(scale)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_normalise(x) * self.scale
+
+
+def rotary(x: Tensor, positions: Tensor, base: float = 10_000.0) -> Tensor:
+    """Rotary position embedding (RoPE) of the last dimension of x at integer `positions`.
+
+    x: (..., T, d) with d even; positions: broadcastable to (..., T). Coordinate pairs
+    (x_i, x_{i + d/2}) are rotated by the angle position * base^(-2i / d), so the dot product
+    of a rotated query and a rotated key depends on their positions only through their distance.
+    """
+    half = x.shape[-1] // 2
+    if 2 * half != x.shape[-1]:
+        raise ValueError(f"RoPE needs an even head dimension, got {x.shape[-1]}")
+    frequencies = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+    angles = positions.to(torch.float32).unsqueeze(-1) * frequencies  # (..., T, half)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    first, second = x[..., :half], x[..., half:]
+    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal multi-head self-attention with RoPE; value and output maps frozen to the identity.
+
+    Only `query` and `key` (each (d, d), no bias) are trainable, so the layer can learn WHERE to
+    look but not to transform what it reads: the output at a position is a convex combination of
+    the (normalised) token embeddings before it.
+    """
+
+    def __init__(self, dim: int, n_head: int = 1, rope_base: float = 10_000.0) -> None:
+        super().__init__()
+        if dim % n_head:
+            raise ValueError(f"dimension {dim} is not divisible by {n_head} heads")
+        self.n_head, self.rope_base = n_head, rope_base
+        self.query = nn.Linear(dim, dim, bias=False)
+        self.key = nn.Linear(dim, dim, bias=False)
+        self.value = nn.Linear(dim, dim, bias=False)
+        self.output = nn.Linear(dim, dim, bias=False)
+        for frozen in (self.value, self.output):
+            nn.init.eye_(frozen.weight)
+            frozen.weight.requires_grad_(False)
+        for trained in (self.query, self.key):
+            nn.init.normal_(trained.weight, std=0.02)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(B, T, d) -> (B, n_head, T, d / n_head)."""
+        batch, length, dim = x.shape
+        return x.view(batch, length, self.n_head, dim // self.n_head).transpose(1, 2)
+
+    def forward(self, table: Tensor, tokens: Tensor, query_positions: Tensor | None = None) -> Tensor:
+        """Attention over the sequences `tokens` (B, T) whose inputs are rows of `table` (V, d).
+
+        In a one-layer model the attention's input at a position depends on its token alone, so
+        the key map is applied once per vocabulary entry and gathered, and the frozen value and
+        output maps (linear) are applied after mixing: exact, and cheaper than per position.
+        Returns (B, T, d), or (B, d) at query_positions (B,) when given.
+        """
+        batch, length = tokens.shape
+        dim = table.shape[1]
+        positions = torch.arange(length, device=tokens.device)
+        keys = rotary(self._heads(self.key(table)[tokens]), positions, self.rope_base)
+        inputs = self._heads(table[tokens])
+        if query_positions is None:
+            queries = rotary(self._heads(self.query(table)[tokens]), positions, self.rope_base)
+            mixed = functional.scaled_dot_product_attention(queries, keys, inputs, is_causal=True)
+            return self.output(self.value(mixed.transpose(1, 2).reshape(batch, length, dim)))
+        rows = torch.arange(batch, device=tokens.device)
+        queries = self._heads(self.query(table)[tokens[rows, query_positions]].unsqueeze(1))  # (B, H, 1, dh)
+        queries = rotary(queries, query_positions.view(batch, 1, 1), self.rope_base)
+        visible = (positions.unsqueeze(0) <= query_positions.unsqueeze(1)).view(batch, 1, 1, length)
+        mixed = functional.scaled_dot_product_attention(queries, keys, inputs, attn_mask=visible)
+        return self.output(self.value(mixed.reshape(batch, dim)))
+
+    def weights(self, table: Tensor, tokens: Tensor, query_positions: Tensor) -> Tensor:
+        """(B, n_head, T) attention weights of the query at query_positions over the positions."""
+        batch, length = tokens.shape
+        positions = torch.arange(length, device=tokens.device)
+        keys = rotary(self._heads(self.key(table)[tokens]), positions, self.rope_base)
+        rows = torch.arange(batch, device=tokens.device)
+        queries = self._heads(self.query(table)[tokens[rows, query_positions]].unsqueeze(1))
+        queries = rotary(queries, query_positions.view(batch, 1, 1), self.rope_base)
+        scores = (queries @ keys.transpose(-1, -2)).squeeze(2) / keys.shape[-1] ** 0.5
+        visible = (positions.unsqueeze(0) <= query_positions.unsqueeze(1)).unsqueeze(1)
+        return scores.masked_fill(~visible, float("-inf")).softmax(dim=-1)
+
+
+def frozen_copy(module: nn.Module, dtype: torch.dtype = torch.float32) -> nn.Module:
+    """A copy of `module` in `dtype` with every parameter frozen (requires_grad False)."""
+    module = copy.deepcopy(module).to(dtype)
+    for parameter in module.parameters():
+        parameter.requires_grad_(False)
+    return module
+
+
+class FactTransformer(nn.Module):
+    """One Transformer layer whose MLP slot holds a frozen fact-storing MLP (module docstring).
+
+    embeddings: (V, d) token embeddings, tied between input and output and frozen.
+    mlp: any module mapping (N, d) -> (N, d); stored as a frozen float32 copy (`swap_mlp`
+        replaces it). mlp_input_scale: the frozen scale s of the RMS norm before the MLP.
+    """
+
+    def __init__(
+        self, embeddings: Tensor, mlp: nn.Module, mlp_input_scale: float, n_head: int = 1,
+        rope_base: float = 10_000.0, attention_residual: bool = False, mlp_residual: bool = False,
+    ) -> None:
+        super().__init__()
+        vocabulary, dim = embeddings.shape
+        self.embedding = nn.Embedding(vocabulary, dim)
+        with torch.no_grad():
+            self.embedding.weight.copy_(embeddings)
+        self.embedding.weight.requires_grad_(False)
+        self.attention = CausalSelfAttention(dim, n_head, rope_base)
+        self.mlp_norm = ScalarRMSNorm(mlp_input_scale)
+        self.mlp = frozen_copy(mlp)
+        self.attention_residual, self.mlp_residual = attention_residual, mlp_residual
+
+    def swap_mlp(self, mlp: nn.Module) -> None:
+        """Put another (frozen, float32) MLP in the MLP slot, on this model's device."""
+        self.mlp = frozen_copy(mlp).to(self.embedding.weight.device)
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """The parameters that train: the attention's query and key maps."""
+        return [parameter for parameter in self.parameters() if parameter.requires_grad]
+
+    def forward(self, tokens: Tensor, query_positions: Tensor | None = None) -> Tensor:
+        """Logits over the whole vocabulary: (B, T, V), or (B, V) at query_positions (B,)."""
+        table = rms_normalise(self.embedding.weight)
+        mixed = self.attention(table, tokens, query_positions)
+        if self.attention_residual:
+            rows = torch.arange(len(tokens), device=tokens.device)
+            mixed = mixed + self.embedding(tokens if query_positions is None else tokens[rows, query_positions])
+        shape = mixed.shape
+        stored = self.mlp(self.mlp_norm(mixed).reshape(-1, shape[-1])).reshape(shape)
+        if self.mlp_residual:
+            stored = stored + mixed
+        return rms_normalise(stored) @ self.embedding.weight.T
+
+
+def attention_logit_scale(model: FactTransformer) -> float:
+    """||W_q|| ||W_k|| / sqrt(d_head) (Frobenius): how sharp the attention can be (a diagnostic)."""
+    attention = model.attention
+    head_dim = attention.query.weight.shape[0] // attention.n_head
+    return float(attention.query.weight.norm() * attention.key.weight.norm()) / math.sqrt(head_dim)

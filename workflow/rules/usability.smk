@@ -1,0 +1,133 @@
+# Usability of fact-storing MLPs inside a Transformer (SPEC S0 "Usability inside a Transformer").
+#
+# One capacity job per method (the smallest MLP a Transformer can read, searched from the
+# method's standalone capacity, which comes from the fact-storing-MLP study's table: a rule
+# input, not recomputed), one whitening job per embedding kind (real MiniLM, anisotropic
+# synthetic), a summary with the Lipschitz threshold over every MLP, and ONE figure rule.
+
+USABILITY = config["usability"]
+# Settings every usability evaluation shares, and the fact-storing-MLP settings its MLPs use.
+USABILITY_SHARED = {key: USABILITY[key] for key in ("seed", "target", "n_junk", "lengths", "training", "lipschitz_samples")} | {
+    "ntk_degree": config["mlp"]["ntk_degree"],
+    "gd": config["mlp"]["gd"],
+}
+USABILITY_D = config["mlp"]["capacity"]["d"]  # the standalone capacities are read at the same d
+
+
+rule usability:
+    """Every result of the usability study (its figures: `snakemake figures`)."""
+    input:
+        "results/usability/metrics.csv",
+
+
+rule usability_capacity:
+    output:
+        capacity="results/usability/capacity_{method}.csv",
+        probes="results/usability/probes_{method}.csv",
+    wildcard_constraints:
+        method=r"[a-z_]+",
+    input:
+        standalone=lambda w: rules.mlp_capacity.output.table.format(method=w.method),  # the mlp study's table
+        code=step_code("usability"),
+    params:
+        step="usability.capacity",
+        json=lambda w: as_json(USABILITY_SHARED | USABILITY["capacity"], method=w.method, d=USABILITY_D),
+        io=runner_io,
+    threads: config["threads"]
+    resources:
+        gpu=1,
+    log:
+        "logs/usability/capacity_{method}.log",
+    shell:
+        STEP
+
+
+rule usability_whitening:
+    output:
+        table="results/usability/whitening_{kind}.csv",
+    wildcard_constraints:
+        kind="real|synthetic",
+    input:
+        unpack(lambda w: {"embeddings": rules.mlp_embeddings.output.embeddings} if w.kind == "real" else {}),
+        code=step_code("usability"),
+    params:
+        step="usability.whitening",
+        json=lambda w: as_json(
+            USABILITY_SHARED | {k: v for k, v in USABILITY["whitening"].items() if k not in ("real", "synthetic")},
+            **USABILITY["whitening"][w.kind], kind=w.kind,
+            mlp_search=config["mlp"]["search"] | {"ntk_max_width": USABILITY["whitening"]["ntk_max_width"]},
+        ),
+        io=runner_io,
+    threads: config["threads"]
+    resources:
+        gpu=1,
+    log:
+        "logs/usability/whitening_{kind}.log",
+    shell:
+        STEP
+
+
+USABILITY_METHODS = USABILITY["capacity"]["methods"]
+USABILITY_KINDS = ("real", "synthetic")
+USABILITY_CAPACITY = named_outputs(rules.usability_capacity.output.capacity, {f"capacity_{m}": {"method": m} for m in USABILITY_METHODS})
+USABILITY_PROBES = named_outputs(rules.usability_capacity.output.probes, {f"probes_{m}": {"method": m} for m in USABILITY_METHODS})
+USABILITY_WHITENING = named_outputs(rules.usability_whitening.output.table, {f"whitening_{k}": {"kind": k} for k in USABILITY_KINDS})
+USABILITY_STANDALONE = named_outputs(rules.mlp_capacity.output.table, {f"standalone_{m}": {"method": m} for m in USABILITY_METHODS})
+USABILITY_TABLES = USABILITY_CAPACITY | USABILITY_PROBES | USABILITY_WHITENING | USABILITY_STANDALONE
+USABILITY_SUMMARY_PARAMS = {
+    "target": USABILITY["target"],
+    "lipschitz_on": USABILITY["lipschitz_on"],
+    "standalone_target": USABILITY["whitening"]["standalone_target"],
+    "d": USABILITY_D,
+}
+
+
+rule usability_summary:
+    output:
+        usable="results/usability/usable.csv",
+        mlps="results/usability/mlps.csv",
+        metrics="results/usability/metrics.csv",
+    input:
+        **USABILITY_TABLES,
+        code=step_code("usability"),
+    params:
+        step="usability.summary",
+        json=as_json(USABILITY_SUMMARY_PARAMS),
+        io=runner_io,
+    log:
+        "logs/usability/summary.log",
+    shell:
+        STEP
+
+
+METRICS["usability"] = rules.usability_summary.output.metrics
+
+# figure name (a key of factstore.plots.usability.FIGURES) -> the tables it reads, by name.
+USABILITY_FIGURE_INPUTS = {
+    "usable_capacity": {"usable": rules.usability_summary.output.usable} | USABILITY_CAPACITY,
+    "recall": {"mlps": rules.usability_summary.output.mlps},
+    "whitening": USABILITY_WHITENING,
+    "lipschitz": {"mlps": rules.usability_summary.output.mlps},
+}
+FIGURES += figure_files("usability", USABILITY_FIGURE_INPUTS)
+
+
+rule usability_figure:
+    """One figure of the study: figures/usability_{figure}.png and .pdf."""
+    output:
+        png=figure_report("usability", "S0 usability inside a Transformer"),
+        pdf="figures/usability_{figure}.pdf",
+    wildcard_constraints:
+        figure="|".join(USABILITY_FIGURE_INPUTS),
+    input:
+        unpack(lambda w: USABILITY_FIGURE_INPUTS[w.figure]),
+        code=figure_code("usability"),
+    params:
+        step="figures.draw",
+        json=lambda w: as_json(USABILITY_SUMMARY_PARAMS, study="usability", figure=w.figure),
+        io=runner_io,
+        **figure_report_params("usability"),
+    log:
+        "logs/usability/figure_{figure}.log",
+    shell:
+        STEP
