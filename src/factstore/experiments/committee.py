@@ -212,24 +212,18 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         found = [(extrapolated(run, solver), run) for run, solver in runs_of_k]
         finite = [(value, detail, run) for (value, detail), run in found if np.isfinite(value)]
         best[k] = max(finite, default=(math.nan, "no solver gave two finite capacities", ""))
-    value, detail = extrapolated("tree_k3_backprop", "backprop")
-    metrics.add("cpw_k3_backprop_extrapolated", value, detail)
-    value, detail = at_largest_n("tree_k3_backprop", "backprop")
-    metrics.add("cpw_k3_backprop_largest_n", value, detail)
-    value, detail = extrapolated("tree_k3_least_action", "least_action")
-    metrics.add("cpw_k3_least_action_extrapolated", value, detail)
-    value, detail = at_largest_n("tree_k3_least_action", "least_action")
-    metrics.add("cpw_k3_least_action_largest_n", value, detail)
-    metrics.add("cpw_k3_best_extrapolated", best[3][0], f"the larger N -> infinity value of the two solvers: {best[3][2]}; {best[3][1]}")
-    value, detail = extrapolated("tree_k5_backprop", "backprop")
-    metrics.add("cpw_k5_backprop_extrapolated", value, detail)
-    value, detail = at_largest_n("tree_k5_backprop", "backprop")
-    metrics.add("cpw_k5_backprop_largest_n", value, detail)
-    value, detail = extrapolated("tree_k5_least_action", "least_action")
-    metrics.add("cpw_k5_least_action_extrapolated", value, detail)
-    value, detail = at_largest_n("tree_k5_least_action", "least_action")
-    metrics.add("cpw_k5_least_action_largest_n", value, detail)
-    metrics.add("cpw_k5_best_extrapolated", best[5][0], f"the larger N -> infinity value of the two solvers: {best[5][2]}; {best[5][1]}")
+    # (run, solver) -> the literal names of its N -> infinity and largest-N capacities.
+    solver_metrics = {
+        ("tree_k3_backprop", "backprop"): ("cpw_k3_backprop_extrapolated", "cpw_k3_backprop_largest_n"),
+        ("tree_k3_least_action", "least_action"): ("cpw_k3_least_action_extrapolated", "cpw_k3_least_action_largest_n"),
+        ("tree_k5_backprop", "backprop"): ("cpw_k5_backprop_extrapolated", "cpw_k5_backprop_largest_n"),
+        ("tree_k5_least_action", "least_action"): ("cpw_k5_least_action_extrapolated", "cpw_k5_least_action_largest_n"),
+    }
+    for (run, solver), (extrapolated_name, largest_name) in solver_metrics.items():
+        metrics.add(extrapolated_name, *extrapolated(run, solver))
+        metrics.add(largest_name, *at_largest_n(run, solver))
+    for k, name in ((3, "cpw_k3_best_extrapolated"), (5, "cpw_k5_best_extrapolated")):
+        metrics.add(name, best[k][0], f"the larger N -> infinity value of the two solvers: {best[k][2]}; {best[k][1]}")
 
     # The solver's share: CpW of the same K = 3 instances at one N after more and more epochs.
     sweep = params["epoch_sweep"]
