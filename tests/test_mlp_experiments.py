@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-
 from conftest import REPOSITORY
+
 from factstore.__main__ import run_step
 from factstore.device import derived_generator
 from factstore.embeddings import load_embeddings

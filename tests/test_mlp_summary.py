@@ -8,8 +8,8 @@ import math
 
 import pandas as pd
 import pytest
-
 from conftest import REPOSITORY
+
 from factstore import claims
 from factstore.experiments import mlp_summary
 from factstore.metrics import MetricsTable

@@ -13,7 +13,9 @@ embeddings of Goodreads titles and authors come from `embeddings.goodreads_minil
 - `mlp_summary.summary` (its own step module): fits W = C F (log2 F + b), the information bound,
   and every metric; the figures (factstore.plots.mlp) draw its tables.
 
-Methods are the study's entries of factstore.mlp.methods.METHODS (names, builders, search
+NTK methods run once per Hermite degree of the config's `ntk_degrees` (`search_degrees`, rows
+with their `degree`), so the summary can compare methods through the best NTK, not a handicapped
+one. Methods are the study's entries of factstore.mlp.methods.METHODS (names, builders, search
 strategies, labels, V or U*). Where several methods run on one value set, U* is solved once and
 shared; what each method emits is `Method.value_targets`.
 
@@ -164,7 +166,7 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
                 first = results[min(results)]
                 if first.width is not None:
                     previous = (n_facts, first.width)
-                print(f"{method} F={n_facts} replicate {replicate}" + (f" degree {degree:g}" if degree == degree else "")
+                print(f"{method} F={n_facts} replicate {replicate}" + ("" if math.isnan(degree) else f" degree {degree:g}")
                       + ": " + ", ".join(f"t={t}: W={r.n_params} ({r.seconds:.1f} s)" for t, r in results.items()), flush=True)
     return {"table": tidy_table(rows)}
 

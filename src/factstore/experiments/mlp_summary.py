@@ -20,7 +20,7 @@ from factstore.io import concat_tables
 from factstore.metrics import MetricsTable
 from factstore.mlp.encoder_decoder import gated_parameter_count
 from factstore.mlp.methods import METHODS
-from factstore.mlp.results import best_degree_rows, seed_means, tidy_table
+from factstore.mlp.results import best_degree_rows, seed_means, tidy_table, ustar_gains
 from factstore.mlp.scaling import fit_f_log_f, information_bound, random_map_bits
 from factstore.statistics import spearman
 
@@ -192,22 +192,21 @@ def _capacity_metrics(table: pd.DataFrame, fits: pd.DataFrame, main_target: floa
     if gaps:
         metrics.add("exponent_gap_ed_gd", max(gaps),
                     "max over targets of |exponent(ed_gated) - exponent(gd_gated)|, log-log slope of W vs F over all F")
-    asymptotic = means[means.F >= ASYMPTOTIC_F_OVER_D * table.d.iloc[0]]
-    exponents = {(m, t): fit_f_log_f(g.F, g.n_params)["exponent"]
-                 for (m, t), g in asymptotic[asymptotic.method.isin(["ed_gated", "gd_gated"])].groupby(["method", "target"])}
-    window = sorted(int(f) for f in asymptotic.F.unique())
-    for method, name in (("ed_gated", "exponent_asymptotic_ed_gated"), ("gd_gated", "exponent_asymptotic_gd_gated")):
-        here = {t: e for (m, t), e in exponents.items() if m == method}
-        if here:
-            metrics.add(name, here.get(main_target, math.nan),
-                        f"log-log slope of the seed-mean W against F over F / d >= {ASYMPTOTIC_F_OVER_D} (F in {window}), "
-                        f"target {main_target:g}; NaN with fewer than two stored F there")
-    asymptotic_gaps = [abs(exponents[("ed_gated", t)] - exponents[("gd_gated", t)])
-                       for t in sorted({t for _, t in exponents}) if ("ed_gated", t) in exponents and ("gd_gated", t) in exponents]
-    if asymptotic_gaps:
-        metrics.add("exponent_gap_ed_gd_asymptotic", max(asymptotic_gaps) if all(map(math.isfinite, asymptotic_gaps)) else math.nan,
-                    f"max over targets of |exponent(ed_gated) - exponent(gd_gated)| over F / d >= {ASYMPTOTIC_F_OVER_D} "
-                    f"(F in {window}, d = {int(table.d.iloc[0])}); NaN where either has fewer than two stored F there")
+    pair = means[means.method.isin(["ed_gated", "gd_gated"])]
+    if set(pair.method) == {"ed_gated", "gd_gated"}:
+        asymptotic = pair[pair.F >= ASYMPTOTIC_F_OVER_D * table.d.iloc[0]]
+        window = sorted(int(f) for f in asymptotic.F.unique())
+        exponents = {(m, t): fit_f_log_f(asymptotic[(asymptotic.method == m) & (asymptotic.target == t)].F,
+                                         asymptotic[(asymptotic.method == m) & (asymptotic.target == t)].n_params)["exponent"]
+                     for m in ("ed_gated", "gd_gated") for t in sorted(pair.target.unique())}
+        note = f"over F / d >= {ASYMPTOTIC_F_OVER_D} (F in {window}, d = {int(table.d.iloc[0])}); NaN with fewer than two stored F there"
+        metrics.add("exponent_asymptotic_ed_gated", exponents.get(("ed_gated", main_target), math.nan),
+                    f"log-log slope of the seed-mean W of the gated encoder-decoder against F, target {main_target:g}, {note}")
+        metrics.add("exponent_asymptotic_gd_gated", exponents.get(("gd_gated", main_target), math.nan),
+                    f"log-log slope of the seed-mean W of gated GD against F, target {main_target:g}, {note}")
+        gaps = [abs(exponents["ed_gated", t] - exponents["gd_gated", t]) for t in sorted(pair.target.unique())]
+        metrics.add("exponent_gap_ed_gd_asymptotic", max(gaps) if all(map(math.isfinite, gaps)) else math.nan,
+                    f"max over targets of |exponent(ed_gated) - exponent(gd_gated)| {note}")
     # S0.gd-cheapest: the cheapest trained MLP vs the cheapest construction at every (F, target).
     trained = [m for m in means.method.unique() if METHODS[m].search == "trained"]
     built = [m for m in means.method.unique() if METHODS[m].search != "trained"]
@@ -244,29 +243,6 @@ def _ntk_degree_metrics(table: pd.DataFrame, params: dict, metrics: MetricsTable
                     f"fraction of (F, seed) stored at 100% by the degree-{int(degree)} NTK MLP (ReLU gate) within "
                     f"{params['search']['ntk_max_width']} units, d = {int(rows.d.iloc[0])}; per F: "
                     + ", ".join(f"{int(f)}: {v:.2g}" for f, v in per_f.items()))
-
-
-def _ustar_gains(table: pd.DataFrame) -> pd.DataFrame:
-    """Per (kappa, F) setting: the U* gain W(ntk) / W(ntk_ustar) and what kind of number it is.
-
-    Both store (in every seed): exact. Only NTK + U* stores: 'lower' bound, the NTK's width cap
-    W_cap(ntk) over W(ntk_ustar). Only the NTK stores: 'upper' bound W(ntk) / W_cap(ntk_ustar)
-    (<= 1 with equal caps). Neither: left out. Columns kappa, F, gain, kind.
-    """
-    pair = seed_means(table[table.method.isin(["ntk", "ntk_ustar"])], ["method", "kappa", "F"])
-    rows = []
-    for (kappa, n_facts), group in pair.groupby(["kappa", "F"]):
-        by = group.set_index("method")
-        if not {"ntk", "ntk_ustar"} <= set(by.index):
-            continue
-        ntk, ustar = by.loc["ntk"], by.loc["ntk_ustar"]
-        if ntk.stored and ustar.stored:
-            rows.append((kappa, n_facts, ntk.n_params / ustar.n_params, "exact"))
-        elif ustar.stored:
-            rows.append((kappa, n_facts, ntk.params_at_cap / ustar.n_params, "lower"))
-        elif ntk.stored:
-            rows.append((kappa, n_facts, ntk.n_params / ustar.params_at_cap, "upper"))
-    return pd.DataFrame(rows, columns=["kappa", "F", "gain", "kind"])
 
 
 def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: MetricsTable) -> None:
@@ -310,7 +286,7 @@ def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: Metr
 
 def _ustar_gain_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
     """S0.ntk-ustar-gain over every (kappa > 1, F) of the sweep, U*-only settings as lower bounds."""
-    gains = _ustar_gains(table)
+    gains = ustar_gains(table)
     if gains.empty:
         return
     anisotropic = gains[gains.kappa > 1]

@@ -99,3 +99,26 @@ def best_degree_rows(table: pd.DataFrame) -> pd.DataFrame:
     chosen = ntk.fillna(fill).merge(best.fillna(fill), on=keys + ["degree"], how="inner")
     chosen = chosen.replace({"kappa": {-1.0: math.nan}, "alpha": {-1.0: math.nan}})[table.columns]
     return pd.concat([others, chosen], ignore_index=True)
+
+
+def ustar_gains(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (kappa, F) setting: the U* gain W(ntk) / W(ntk_ustar) and what kind of number it is.
+
+    Both store (in every seed): exact. Only NTK + U* stores: 'lower' bound, the NTK's width cap
+    W_cap(ntk) over W(ntk_ustar). Only the NTK stores: 'upper' bound W(ntk) / W_cap(ntk_ustar)
+    (<= 1 with equal caps). Neither: left out. Columns kappa, F, gain, kind.
+    """
+    pair = seed_means(table[table.method.isin(["ntk", "ntk_ustar"])], ["method", "kappa", "F"])
+    rows = []
+    for (kappa, n_facts), group in pair.groupby(["kappa", "F"]):
+        by = group.set_index("method")
+        if not {"ntk", "ntk_ustar"} <= set(by.index):
+            continue
+        ntk, ustar = by.loc["ntk"], by.loc["ntk_ustar"]
+        if ntk.stored and ustar.stored:
+            rows.append((kappa, n_facts, ntk.n_params / ustar.n_params, "exact"))
+        elif ustar.stored:
+            rows.append((kappa, n_facts, ntk.params_at_cap / ustar.n_params, "lower"))
+        elif ntk.stored:
+            rows.append((kappa, n_facts, ntk.n_params / ustar.params_at_cap, "upper"))
+    return pd.DataFrame(rows, columns=["kappa", "F", "gain", "kind"])
