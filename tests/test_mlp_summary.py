@@ -270,3 +270,16 @@ def test_exponents_are_compared_only_over_f_over_d_at_least_32():
     steeper = capacity_frame(1.5)
     assert value(steeper, "exponent_asymptotic_gd_gated") == pytest.approx(1.5)
     assert verdict("S0.ed-matches-gd-asymptotics", steeper) == "FAIL"
+
+
+@pytest.mark.parametrize("n_facts, dim, code_size", [(40, 8, 3), (64, 16, 16), (100, 12, 5)])
+def test_gated_parameter_count_is_the_built_modules_count(n_facts, dim, code_size):
+    """The robustness ceiling W(m = d) uses the count without building the module."""
+    import torch
+
+    from factstore.facts import make_fact_set
+    from factstore.mlp import encoder_decoder
+
+    facts = make_fact_set(n_facts, dim, torch.Generator().manual_seed(0))
+    built = encoder_decoder.build(facts, code_size, torch.Generator().manual_seed(0))[1]
+    assert gated_parameter_count(n_facts, dim, dim, code_size) == built
