@@ -5,11 +5,11 @@
 
 MLP = config["mlp"]
 # What every search job reads; each job adds its own section without the list it is one point of.
-MLP_SHARED = {key: MLP[key] for key in ("seed", "ntk_degree", "search", "gd")}
+MLP_SHARED = {key: MLP[key] for key in ("seed", "ntk_degrees", "search", "gd")}
 MLP_SUMMARY_PARAMS = {
     "bits_per_parameter_assumed": MLP["bits_per_parameter_assumed"],
     "main_target": MLP["main_target"],
-    "ntk_degree": MLP["ntk_degree"],
+    "ntk_degrees": MLP["ntk_degrees"],
     "search": MLP["search"],
     "anisotropy_facts": MLP["anisotropy"]["n_facts"],
 }

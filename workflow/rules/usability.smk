@@ -8,7 +8,7 @@
 USABILITY = config["usability"]
 # Settings every usability evaluation shares, and the fact-storing-MLP settings its MLPs use.
 USABILITY_SHARED = {key: USABILITY[key] for key in ("seed", "target", "n_junk", "lengths", "training", "lipschitz_samples")} | {
-    "ntk_degree": config["mlp"]["ntk_degree"],
+    "ntk_degree": USABILITY["ntk_degree"],
     "gd": config["mlp"]["gd"],
 }
 USABILITY_D = config["mlp"]["capacity"]["d"]  # the standalone capacities are read at the same d
@@ -79,6 +79,7 @@ USABILITY_SUMMARY_PARAMS = {
     "lipschitz_on": USABILITY["lipschitz_on"],
     "standalone_target": USABILITY["whitening"]["standalone_target"],
     "d": USABILITY_D,
+    "ntk_degree": USABILITY["ntk_degree"],
 }
 
 

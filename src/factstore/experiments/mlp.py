@@ -13,7 +13,9 @@ embeddings of Goodreads titles and authors come from `embeddings.goodreads_minil
 - `mlp_summary.summary` (its own step module): fits W = C F (log2 F + b), the information bound,
   and every metric; the figures (factstore.plots.mlp) draw its tables.
 
-Methods are the study's entries of factstore.mlp.methods.METHODS (names, builders, search
+NTK methods run once per Hermite degree of the config's `ntk_degrees` (`search_degrees`, rows
+with their `degree`), so the summary can compare methods through the best NTK, not a handicapped
+one. Methods are the study's entries of factstore.mlp.methods.METHODS (names, builders, search
 strategies, labels, V or U*). Where several methods run on one value set, U* is solved once and
 shared; what each method emits is `Method.value_targets`.
 
@@ -59,11 +61,12 @@ from factstore.whitening import whiten_fact_set
 def search_method(
     method: str, fact_set: FactSet, targets: list[float], seed_parts: tuple, params: dict,
     ustar: Tensor | None = None, gd_guess: int | None = None, build_modules: bool = False,
-    device: torch.device | str = "cpu",
+    device: torch.device | str = "cpu", degree: int | None = None,
 ) -> dict[float, WidthSearch]:
     """{target: capacity.smallest_widths' result} for one study method, with the study's config.
 
-    params: the study's config section (search caps, GD protocol, NTK degree). ustar: U* of
+    params: the study's config section (search caps, GD protocol, NTK degrees). degree: the
+    Hermite degree of an NTK method (default: the first of params["ntk_degrees"]). ustar: U* of
     fact_set.values, solved once per value set by the caller and shared by the U* methods (None:
     solved here if the method emits U*). gd_guess: where the GD bracketing starts (default: the
     2-bits-per-parameter width). build_modules: also build the NTK module at the width found
@@ -83,8 +86,22 @@ def search_method(
     value_targets = entry.value_targets(fact_set, ustar)
     if entry.search == "unit_prefix":
         return smallest_widths(method, fact_set, targets, generator, high=search["ntk_max_width"],
-                               build_modules=build_modules, value_targets=value_targets, degree=params["ntk_degree"])
+                               build_modules=build_modules, value_targets=value_targets,
+                               degree=int(params["ntk_degrees"][0] if degree is None else degree))
     return smallest_widths(method, fact_set, targets, generator, value_targets=value_targets)
+
+
+def search_degrees(
+    method: str, fact_set: FactSet, targets: list[float], seed_parts: tuple, params: dict, **options,
+) -> list[tuple[float, dict[float, WidthSearch]]]:
+    """[(degree, search_method's result)]: an NTK method once per Hermite degree of
+    params["ntk_degrees"] (the same random units for every degree: a paired comparison; the
+    summary keeps the best degree per setting), any other method once with degree NaN.
+    options go to search_method."""
+    if METHODS[method].search != "unit_prefix":
+        return [(math.nan, search_method(method, fact_set, targets, seed_parts, params, **options))]
+    return [(float(degree), search_method(method, fact_set, targets, seed_parts, params, degree=int(degree), **options))
+            for degree in params["ntk_degrees"]]
 
 
 def default_gd_guess(method: Method, fact_set: FactSet) -> int:
@@ -121,7 +138,8 @@ def synthetic_fact_set(seed: int, dim: int, n_facts: int, kappa: float, replicat
 def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Smallest W of one method for every F = 2^log2_facts, replicate and target (spherical facts).
 
-    params: method, seed, ntk_degree, search, gd, capacity section (d, log2_facts, seeds, targets).
+    params: method, seed, ntk_degrees, search, gd, capacity section (d, log2_facts, seeds, targets).
+    NTK methods run once per degree of ntk_degrees (rows with their `degree`).
     Returns {"table": tidy rows, results.TABLE_COLUMNS}.
     """
     method, section = params["method"], params["capacity"]
@@ -138,54 +156,57 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
             if entry.search == "trained" and previous is not None:
                 scale = float(permutation_bits(n_facts) / permutation_bits(previous[0]))
                 guess = max(1, round(previous[1] * scale))
-            results = search_method(method, facts, section["targets"],
-                                    (params["seed"], "mlp-method", method, section["d"], n_facts, replicate),
-                                    params, ustar, guess, device=context.device)
-            for target, result in results.items():
-                rows.append(result_row(result, facts, experiment="capacity", method=method, replicate=replicate,
-                                       kappa=1.0, alpha=math.nan, target=target, rho=rho))
-            first = results[min(results)]
-            if first.width is not None:
-                previous = (n_facts, first.width)
-            print(f"{method} F={n_facts} replicate {replicate}: "
-                  + ", ".join(f"t={t}: W={r.n_params} ({r.seconds:.1f} s)" for t, r in results.items()), flush=True)
+            searches = search_degrees(method, facts, section["targets"],
+                                      (params["seed"], "mlp-method", method, section["d"], n_facts, replicate),
+                                      params, ustar=ustar, gd_guess=guess, device=context.device)
+            for degree, results in searches:
+                for target, result in results.items():
+                    rows.append(result_row(result, facts, experiment="capacity", method=method, degree=degree,
+                                           replicate=replicate, kappa=1.0, alpha=math.nan, target=target, rho=rho))
+                first = results[min(results)]
+                if first.width is not None:
+                    previous = (n_facts, first.width)
+                print(f"{method} F={n_facts} replicate {replicate}" + ("" if math.isnan(degree) else f" degree {degree:g}")
+                      + ": " + ", ".join(f"t={t}: W={r.n_params} ({r.seconds:.1f} s)" for t, r in results.items()), flush=True)
     return {"table": tidy_table(rows)}
 
 
 def anisotropy(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Every method's smallest W at one value condition number kappa, with rho(V) of each set.
 
-    params: kappa, seed, ntk_degree, search, gd, anisotropy section (d, n_facts, ntk_facts, seeds,
-    target, methods). Every method runs at F = n_facts; the one-pass ('unit_prefix', NTK) methods
-    also at every F of ntk_facts (cheap), which measures the U* gain where the plain NTK still
-    stores. U* and rho are solved once per value set and shared by the U* methods.
+    params: kappa, seed, ntk_degrees, search, gd, anisotropy section (d, n_facts, ntk_facts, seeds,
+    target, methods). Every method runs at every F of n_facts (two or more: robustness is a claim
+    about scaling); the one-pass ('unit_prefix', NTK) methods also at every F of ntk_facts (cheap),
+    which measures the U* gain where the plain NTK still stores, and once per NTK degree. U* and
+    rho are solved once per value set and shared by the U* methods.
     """
     section, kappa = params["anisotropy"], float(params["kappa"])
-    sizes = sorted(set(section["ntk_facts"]) | {section["n_facts"]})
+    sizes = sorted(set(section["ntk_facts"]) | set(section["n_facts"]))
     rows = []
     for replicate in range(section["seeds"]):
         for n_facts in sizes:
             facts = synthetic_fact_set(params["seed"], section["d"], n_facts, kappa, replicate)
             ustar, rho = ustar_and_rho(facts)
             for method in section["methods"]:
-                if n_facts != section["n_facts"] and METHODS[method].search != "unit_prefix":
+                if n_facts not in section["n_facts"] and METHODS[method].search != "unit_prefix":
                     continue
                 seed_parts = (params["seed"], "mlp-method", method, section["d"], n_facts, replicate, kappa)
-                results = search_method(method, facts, [section["target"]], seed_parts, params, ustar,
-                                        device=context.device)
-                for target, result in results.items():
-                    rows.append(result_row(result, facts, experiment="anisotropy", method=method, replicate=replicate,
-                                           kappa=kappa, alpha=math.nan, target=target, rho=rho))
-                    print(f"kappa={kappa:g} F={n_facts} replicate {replicate} {method}: W={result.n_params}, best "
-                          f"accuracy {result.best_accuracy:.4f} ({result.seconds:.1f} s)", flush=True)
+                for degree, results in search_degrees(method, facts, [section["target"]], seed_parts, params,
+                                                      ustar=ustar, device=context.device):
+                    for target, result in results.items():
+                        rows.append(result_row(result, facts, experiment="anisotropy", method=method, degree=degree,
+                                               replicate=replicate, kappa=kappa, alpha=math.nan, target=target, rho=rho))
+                        print(f"kappa={kappa:g} F={n_facts} replicate {replicate} {method} degree {degree:g}: "
+                              f"W={result.n_params}, best accuracy {result.best_accuracy:.4f} ({result.seconds:.1f} s)",
+                              flush=True)
     return {"table": tidy_table(rows)}
 
 
 def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Capacity and Lipschitz constant at one whitening strength alpha on the MiniLM fact set.
 
-    inputs: embeddings (.npz of the `embeddings` step). params: alpha, seed, ntk_degree, search,
-    gd, whitening section (seeds, target, methods, lipschitz_samples, ntk_max_width). Keys and
+    inputs: embeddings (.npz of the `embeddings` step). params: alpha, seed, search, gd,
+    whitening section (seeds, target, methods, lipschitz_samples, ntk_max_width, ntk_degrees). Keys and
     values are whitened with the same alpha (ZCA on the uncentred second moment, scale kept;
     factstore.whitening), each MLP is built on the whitened set, folded back so it reads original
     keys and writes for the original values, checked to decode exactly the same facts there, and
@@ -198,29 +219,31 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     original = real_fact_set(archive["keys"], archive["values"], derived_generator(params["seed"], "mlp-real"),
                              fact_map="aligned", name="goodreads-minilm")
     # The NTK's width cap of this experiment: at d = 384 a unit costs 6x more than at d = 64.
-    params = params | {"search": params["search"] | {"ntk_max_width": section["ntk_max_width"]}}
+    # Its own NTK degrees: the whitening claim is a trend of one construction along alpha.
+    params = params | {"search": params["search"] | {"ntk_max_width": section["ntk_max_width"]},
+                       "ntk_degrees": section["ntk_degrees"]}
     facts, key_transform, value_transform = whiten_fact_set(original, alpha, alpha)
     ustar, rho = ustar_and_rho(facts)
     rows = []
     for replicate in range(section["seeds"]):  # the fact set is the data; replicates redraw the MLPs
         for method in section["methods"]:
             seed_parts = (params["seed"], "mlp-method", method, "whitening", facts.n_facts, alpha, replicate)
-            results = search_method(method, facts, [section["target"]], seed_parts, params, ustar,
-                                    build_modules=True, device=context.device)
-            for target, result in results.items():
-                row = result_row(result, facts, experiment="whitening", method=method, replicate=replicate,
-                                 kappa=math.nan, alpha=alpha, target=target, rho=rho)
-                if result.module is not None:
-                    folded = fold_module(result.module, key_transform, value_transform)
-                    if not torch.equal(_stored(result.module, facts), _stored(folded, original)):
-                        raise RuntimeError(f"{method}: the folded MLP decodes other facts than the whitened one")
-                    lipschitz, relative, rms = lipschitz_constants(
-                        folded, original.keys, section["lipschitz_samples"],
-                        derived_generator(params["seed"], "mlp-lipschitz", alpha, replicate))
-                    row |= {"lipschitz": lipschitz, "lipschitz_relative": relative, "output_rms": rms}
-                rows.append(row)
-                print(f"alpha={alpha:g} replicate {replicate} {method}: W={result.n_params}, Lip={row['lipschitz']:.4g}, "
-                      f"Lip/rms={row['lipschitz_relative']:.4g} ({result.seconds:.1f} s)", flush=True)
+            for degree, results in search_degrees(method, facts, [section["target"]], seed_parts, params, ustar=ustar,
+                                                  build_modules=True, device=context.device):
+                for target, result in results.items():
+                    row = result_row(result, facts, experiment="whitening", method=method, degree=degree, replicate=replicate,
+                                     kappa=math.nan, alpha=alpha, target=target, rho=rho)
+                    if result.module is not None:
+                        folded = fold_module(result.module, key_transform, value_transform)
+                        if not torch.equal(_stored(result.module, facts), _stored(folded, original)):
+                            raise RuntimeError(f"{method}: the folded MLP decodes other facts than the whitened one")
+                        lipschitz, relative, rms = lipschitz_constants(
+                            folded, original.keys, section["lipschitz_samples"],
+                            derived_generator(params["seed"], "mlp-lipschitz", alpha, replicate))
+                        row |= {"lipschitz": lipschitz, "lipschitz_relative": relative, "output_rms": rms}
+                    rows.append(row)
+                    print(f"alpha={alpha:g} replicate {replicate} {method}: W={result.n_params}, Lip={row['lipschitz']:.4g}, "
+                          f"Lip/rms={row['lipschitz_relative']:.4g} ({result.seconds:.1f} s)", flush=True)
     return {"table": tidy_table(rows)}
 
 

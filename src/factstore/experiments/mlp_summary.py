@@ -18,11 +18,27 @@ import pandas as pd
 
 from factstore.io import concat_tables
 from factstore.metrics import MetricsTable
+from factstore.mlp.encoder_decoder import gated_parameter_count
 from factstore.mlp.methods import METHODS
-from factstore.mlp.results import seed_means, tidy_table
+from factstore.mlp.results import best_degree_rows, seed_means, tidy_table, ustar_gains
 from factstore.mlp.scaling import fit_f_log_f, information_bound, random_map_bits
 from factstore.statistics import spearman
 
+ASYMPTOTIC_F_OVER_D = 32
+"""S0.ed-matches-gd-asymptotics compares exponents over F / d >= this (SPEC: the asymptotic regime)."""
+# NTK Hermite degree -> name of the fraction of (F, seed) it stores at 100% within the width cap.
+NTK_STORES_METRICS = {1: "ntk_stores_fraction_degree1", 2: "ntk_stores_fraction_degree2"}
+# NTK method -> names of its break kappa and of its stored fraction at kappa = 1.
+BREAK_METRICS = {"ntk": ("ntk_break_kappa", "ntk_stored_fraction_kappa1"),
+                 "ntk_ustar": ("ntk_ustar_break_kappa", "ntk_ustar_stored_fraction_kappa1")}
+# method -> names of its stored fraction and cost ratio across the kappa sweep (S0.others-robust).
+ROBUST_METRICS = {
+    "gd_gated": ("robust_stored_fraction_gd_gated", "robust_cost_ratio_gd_gated"),
+    "gd_plain": ("robust_stored_fraction_gd_plain", "robust_cost_ratio_gd_plain"),
+    "ed_gated": ("robust_stored_fraction_ed_gated", "robust_cost_ratio_ed_gated"),
+    "ed_plain": ("robust_stored_fraction_ed_plain", "robust_cost_ratio_ed_plain"),
+    "ed_gated_v": ("robust_stored_fraction_ed_gated_v", "robust_cost_ratio_ed_gated_v"),
+}
 # (method, target) -> names of C, b and the log-log exponent of the fit W = C F (log2 F + b).
 FIT_METRICS = {
     ("ed_gated", 0.99): ("fit_C_ed_gated_t0.99", "fit_b_ed_gated_t0.99", "exponent_ed_gated_t0.99"),
@@ -97,30 +113,37 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     """Combined tables, fits and the metrics config/claims.yaml checks.
 
     inputs: capacity_<method>, anisotropy_k<kappa>, whitening_a<alpha> tables. params:
-    bits_per_parameter_assumed, main_target (the seed's 99% criterion), ntk_degree, search,
-    anisotropy_facts (the F every method runs at in the anisotropy sweep).
-    Returns {"results": every row, "fits": per (method, target), "metrics": metric, value, detail}.
+    bits_per_parameter_assumed, main_target (the project's standalone storage target; the seed's
+    99% is fact-adaptive accuracy inside a Transformer), ntk_degrees, search, anisotropy_facts
+    (the F every method runs at in the anisotropy sweep).
+    Returns {"results": every row (every NTK degree), "fits": per (method, target), "metrics"}.
+    Fits and metrics compare methods through the best NTK degree per setting
+    (results.best_degree_rows); S0.ntk-stores and the information bound read every degree.
     """
-    capacity_table = concat_tables(inputs, "capacity_", tidy_table([]))
+    capacity_all = concat_tables(inputs, "capacity_", tidy_table([]))
     anisotropy_table = concat_tables(inputs, "anisotropy_", tidy_table([]))
     whitening_table = concat_tables(inputs, "whitening_", tidy_table([]))
-    results = pd.concat([capacity_table, anisotropy_table, whitening_table], ignore_index=True)
+    results = pd.concat([capacity_all, anisotropy_table, whitening_table], ignore_index=True)
+    capacity_table = best_degree_rows(capacity_all)
     fits = fits_table(capacity_table)
     metrics = MetricsTable()
     bits_assumed = params["bits_per_parameter_assumed"]
     _capacity_metrics(capacity_table, fits, params["main_target"], params, metrics)
-    # Information bound over every measured count (all experiments).
+    _ntk_degree_metrics(capacity_all, params, metrics)
+    # S0.info-bound: every measured count (every experiment and NTK degree) against the 2-bits-per-
+    # parameter line, an empirical ceiling (not the seed's theorem, which has no constant).
     measured = results[results.stored & results.n_params.notna()]
     if len(measured):
         ratio = measured.n_params / information_bound(measured.F.to_numpy(), bits_assumed)
         worst = measured.loc[ratio.idxmin()]
         metrics.add("info_bound_min_ratio", ratio.min(),
-                    f"min W / (log2(F!) / {bits_assumed:g}) over {len(measured)} measured counts; worst: {worst.method}, "
-                    f"{worst.experiment}, F = {worst.F}, target {worst.target:g} ({worst.bits_per_parameter:.3g} bits/param as F log2 F / W)")
+                    f"min W / (log2(F!) / {bits_assumed:g}) over {len(measured)} measured counts, i.e. at most {bits_assumed:g} "
+                    f"bits per parameter (an empirical ceiling); worst: {worst.method}, {worst.experiment}, F = {worst.F}, "
+                    f"target {worst.target:g} ({worst.bits_per_parameter:.3g} bits/param as F log2 F / W)")
         metrics.add("max_bits_per_parameter", measured.bits_per_parameter.max(),
                     f"max F log2 F / W over all measured counts ({worst.method} is the extreme of the bound ratio)")
-    _anisotropy_metrics(anisotropy_table, params["anisotropy_facts"], metrics)
-    _whitening_metrics(whitening_table, metrics)
+    anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics)
+    _whitening_metrics(best_degree_rows(whitening_table), metrics)
     return {"results": results, "fits": fits, "metrics": metrics.frame()}
 
 
@@ -154,13 +177,13 @@ def _capacity_metrics(table: pd.DataFrame, fits: pd.DataFrame, main_target: floa
                     + ("" if row.stored else "; not stored within the cap"))
         metrics.add(facts_name, largest_f / row.n_params if row.stored else 0.0,
                     f"F / W at F = {largest_f}, accuracy >= {main_target:g}")
-    # S0.ntk-stores: the NTK MLP reaches 100% at every F within the width cap.
+    # S0.ntk-stores, the best degree per setting (every degree: _ntk_degree_metrics).
     ntk_full = table[(table.method == "ntk") & (table.target == 1.0)]
     if len(ntk_full):
         metrics.add("ntk_stores_fraction", ntk_full.stored.mean(),
-                    f"fraction of (F, seed) where the NTK MLP (Hermite degree {params['ntk_degree']}) stores 100% within "
+                    f"fraction of (F, seed) where the best-degree NTK MLP stores 100% within "
                     f"{params['search']['ntk_max_width']} units; F <= {largest_f}, d = {int(ntk_full.d.iloc[0])}")
-    # S0.ed-matches-gd-asymptotics
+    # S0.ed-matches-gd-asymptotics: log-log exponents over all F (reported) and over F / d >= 32 (checked).
     gaps = []
     for _, group in fits.groupby("target"):
         exponents = dict(zip(group.method, group.exponent))
@@ -168,7 +191,22 @@ def _capacity_metrics(table: pd.DataFrame, fits: pd.DataFrame, main_target: floa
             gaps.append(abs(exponents["ed_gated"] - exponents["gd_gated"]))
     if gaps:
         metrics.add("exponent_gap_ed_gd", max(gaps),
-                    "max over targets of |exponent(ed_gated) - exponent(gd_gated)|, log-log slope of W vs F")
+                    "max over targets of |exponent(ed_gated) - exponent(gd_gated)|, log-log slope of W vs F over all F")
+    pair = means[means.method.isin(["ed_gated", "gd_gated"])]
+    if set(pair.method) == {"ed_gated", "gd_gated"}:
+        asymptotic = pair[pair.F >= ASYMPTOTIC_F_OVER_D * table.d.iloc[0]]
+        window = sorted(int(f) for f in asymptotic.F.unique())
+        exponents = {(m, t): fit_f_log_f(asymptotic[(asymptotic.method == m) & (asymptotic.target == t)].F,
+                                         asymptotic[(asymptotic.method == m) & (asymptotic.target == t)].n_params)["exponent"]
+                     for m in ("ed_gated", "gd_gated") for t in sorted(pair.target.unique())}
+        note = f"over F / d >= {ASYMPTOTIC_F_OVER_D} (F in {window}, d = {int(table.d.iloc[0])}); NaN with fewer than two stored F there"
+        metrics.add("exponent_asymptotic_ed_gated", exponents.get(("ed_gated", main_target), math.nan),
+                    f"log-log slope of the seed-mean W of the gated encoder-decoder against F, target {main_target:g}, {note}")
+        metrics.add("exponent_asymptotic_gd_gated", exponents.get(("gd_gated", main_target), math.nan),
+                    f"log-log slope of the seed-mean W of gated GD against F, target {main_target:g}, {note}")
+        gaps = [abs(exponents["ed_gated", t] - exponents["gd_gated", t]) for t in sorted(pair.target.unique())]
+        metrics.add("exponent_gap_ed_gd_asymptotic", max(gaps) if all(map(math.isfinite, gaps)) else math.nan,
+                    f"max over targets of |exponent(ed_gated) - exponent(gd_gated)| {note}")
     # S0.gd-cheapest: the cheapest trained MLP vs the cheapest construction at every (F, target).
     trained = [m for m in means.method.unique() if METHODS[m].search == "trained"]
     built = [m for m in means.method.unique() if METHODS[m].search != "trained"]
@@ -193,67 +231,136 @@ def _capacity_metrics(table: pd.DataFrame, fits: pd.DataFrame, main_target: floa
                     "(NTK at its cap if it did not store: a lower bound)")
 
 
-def _anisotropy_metrics(table: pd.DataFrame, main_facts: int, metrics: MetricsTable) -> None:
+def _ntk_degree_metrics(table: pd.DataFrame, params: dict, metrics: MetricsTable) -> None:
+    """S0.ntk-stores per Hermite degree: which degree stores where (every degree's rows)."""
+    ntk = table[(table.method == "ntk") & (table.target == 1.0) & table.degree.notna()]
+    for degree, rows in ntk.groupby("degree"):
+        if int(degree) not in NTK_STORES_METRICS:
+            _missing_names("NTK degree", degree)
+            continue
+        per_f = rows.groupby("F").stored.mean()
+        metrics.add(NTK_STORES_METRICS[int(degree)], rows.stored.mean(),
+                    f"fraction of (F, seed) stored at 100% by the degree-{int(degree)} NTK MLP (ReLU gate) within "
+                    f"{params['search']['ntk_max_width']} units, d = {int(rows.d.iloc[0])}; per F: "
+                    + ", ".join(f"{int(f)}: {v:.2g}" for f, v in per_f.items()))
+
+
+def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: MetricsTable) -> None:
+    """Every metric of the kappa sweep (the best NTK degree per setting already chosen).
+
+    main_facts: the F at which every method runs (the others are NTK-only sizes). The break and
+    the rho Spearman read the largest of them; robustness reads all of them.
+    """
     if table.empty:
         return
-    main = table[table.F == main_facts]
-    means = seed_means(main, ["method", "kappa"])
-    by = {method: group.set_index("kappa").sort_index() for method, group in means.groupby("method")}
+    main_facts = sorted(int(f) for f in main_facts)
+    break_facts = main_facts[-1]
+    main = table[table.F.isin(main_facts)]
+    at_break = main[main.F == break_facts]
     kappas = sorted(main.kappa.unique())
-    setting = f"d = {int(main.d.iloc[0])}, F = {main_facts}, target {main.target.iloc[0]:g}, kappa in {[float(k) for k in kappas]}"
-    # S0.ntk-anisotropy-breaks: smallest kappa where the NTK fails in at least half of the seeds.
-    if "ntk" in by:
-        per_kappa = main[main.method == "ntk"].groupby("kappa").stored.mean()
+    d = int(main.d.iloc[0])
+    setting = f"d = {d}, F in {main_facts}, target {main.target.iloc[0]:g}, kappa in {[float(k) for k in kappas]}"
+    # S0.ntk-anisotropy-breaks: smallest kappa where the NTK (and NTK + U*) fails in at least half the seeds.
+    for method, (break_name, kappa1_name) in BREAK_METRICS.items():
+        rows = at_break[at_break.method == method]
+        if rows.empty:
+            continue
+        per_kappa = rows.groupby("kappa").stored.mean()
         failing = per_kappa[per_kappa <= 0.5]
-        metrics.add("ntk_break_kappa", failing.index.min() if len(failing) else math.nan,
-                    f"smallest kappa where the NTK MLP fails to store in >= half the seeds (within its width cap); {setting}")
-        metrics.add("ntk_stored_fraction_kappa1", per_kappa.get(1.0, math.nan),
-                    f"fraction of seeds stored by the NTK at kappa = 1; {setting}")
-        metrics.add("ntk_best_accuracy_max_kappa", by["ntk"].best_accuracy.iloc[-1],
-                    f"mean best accuracy of the NTK within its width cap at kappa = {kappas[-1]:g}")
-    # S0.ntk-ustar-gain: facts per parameter of NTK + U* over NTK, wherever both store (kappa > 1, every F).
-    pair = seed_means(table[table.method.isin(["ntk", "ntk_ustar"])], ["method", "kappa", "F"])
-    if {"ntk", "ntk_ustar"} <= set(pair.method):
-        wide = pair.pivot_table(index=["kappa", "F"], columns="method", values="n_params")
-        gain = (wide["ntk"] / wide["ntk_ustar"]).dropna()
-        anisotropic = gain[gain.index.get_level_values("kappa") > 1]
-        metrics.add("ustar_gain_median", anisotropic.median() if len(anisotropic) else math.nan,
-                    f"median over (kappa > 1, F) where both store of W(ntk) / W(ntk_ustar) = the facts-per-parameter gain; "
-                    f"{len(anisotropic)} points: " + ", ".join(f"kappa {k:g} F {f}: {g:.2f}" for (k, f), g in anisotropic.items()))
-        isotropic = gain[gain.index.get_level_values("kappa") == 1]
-        metrics.add("ustar_gain_kappa1", isotropic.median() if len(isotropic) else math.nan,
-                    "the same ratio on spherical values (kappa = 1)")
-        stored = pair.pivot_table(index=["kappa", "F"], columns="method", values="stored", aggfunc="all")
-        only_ustar = stored["ntk_ustar"].astype(bool) & ~stored["ntk"].astype(bool)
-        metrics.add("ustar_stores_where_ntk_fails", int(only_ustar.sum()),
-                    f"(kappa, F) stored by NTK + U* but not by the NTK, of {len(stored)}")
-    # S0.others-robust
-    robust_metrics = {
-        "gd_gated": ("robust_stored_fraction_gd_gated", "robust_cost_ratio_gd_gated"),
-        "ed_gated": ("robust_stored_fraction_ed_gated", "robust_cost_ratio_ed_gated"),
-        "ed_plain": ("robust_stored_fraction_ed_plain", "robust_cost_ratio_ed_plain"),
-        "ed_gated_v": ("robust_stored_fraction_ed_gated_v", "robust_cost_ratio_ed_gated_v"),
-    }
-    for method, (fraction_name, cost_name) in robust_metrics.items():
-        if method not in by:
-            continue
-        metrics.add(fraction_name, main[main.method == method].stored.mean(), f"fraction of (kappa, seed) stored; {setting}")
-        base = by[method].n_params.get(1.0, math.nan)
-        ratio = (by[method].n_params / base).max() if by[method].stored.all() else math.inf
-        metrics.add(cost_name, ratio, "max over kappa of mean W(kappa) / W(kappa = 1) (inf if some kappa failed)")
-    # S0.rho-predicts: rank correlation of rho(V) with facts per parameter across the value sets.
-    for method in main.method.unique():
-        rows = main[(main.method == method) & main.stored]
-        if rows.rho.nunique() < 3:
-            continue
-        if method not in RHO_SPEARMAN_METRICS:
-            _missing_names("rho Spearman", method)
-            continue
-        metrics.add(RHO_SPEARMAN_METRICS[method], spearman(rows.rho, rows.facts_per_parameter),
-                    f"Spearman(rho(V), F / W) over {len(rows)} stored (kappa, seed) value sets; {setting}")
+        metrics.add(break_name, failing.index.min() if len(failing) else math.nan,
+                    f"smallest kappa where {METHODS[method].label} fails to store in >= half the seeds (within its width cap; "
+                    f"NaN: stores up to the top of the sweep); F = {break_facts}, {setting}")
+        metrics.add(kappa1_name, per_kappa.get(1.0, math.nan),
+                    f"fraction of seeds stored by {METHODS[method].label} at kappa = 1; F = {break_facts}")
+    if "ntk" in set(at_break.method):
+        best = at_break[at_break.method == "ntk"].groupby("kappa").best_accuracy.mean()
+        metrics.add("ntk_best_accuracy_max_kappa", best.iloc[-1],
+                    f"mean best accuracy of the NTK within its width cap at kappa = {best.index[-1]:g}, F = {break_facts}")
+    _ustar_gain_metrics(table, metrics)
+    _robust_metrics(main, main_facts, setting, metrics)
+    _rho_metrics(at_break, d, f"F = {break_facts}, {setting}", metrics)
     rho = main.groupby("kappa").rho.mean()
     metrics.add("rho_kappa1", rho.get(1.0, math.nan), f"decodability rho(V) of spherical values, mean over seeds; {setting}")
     metrics.add("rho_max_kappa", rho.iloc[-1], f"rho(V) at kappa = {rho.index[-1]:g}")
+
+
+def _ustar_gain_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
+    """S0.ntk-ustar-gain over every (kappa > 1, F) of the sweep, U*-only settings as lower bounds."""
+    gains = ustar_gains(table)
+    if gains.empty:
+        return
+    anisotropic = gains[gains.kappa > 1]
+    kinds = anisotropic.kind.value_counts()
+    listing = ", ".join(f"kappa {r.kappa:g} F {r.F}: {r.gain:.2f}{'' if r.kind == 'exact' else ' (' + r.kind + ')'}"
+                        for r in anisotropic.itertuples())
+    counts = (f"{kinds.get('exact', 0)} settings where both store, {kinds.get('lower', 0)} where only NTK + U* stores "
+              f"(lower bounds W_cap(ntk) / W(ntk_ustar)), {kinds.get('upper', 0)} where only the NTK stores (upper bounds, <= 1)")
+    metrics.add("ustar_gain_median", anisotropic.gain.median() if len(anisotropic) else math.nan,
+                f"median over (kappa > 1, F) of W(ntk) / W(ntk_ustar), bounds at their values: a lower bound on the median "
+                f"gain; {counts}: {listing}")
+    upper = anisotropic.gain.where(anisotropic.kind != "lower", math.inf)
+    metrics.add("ustar_gain_median_upper", upper.median() if len(upper) else math.nan,
+                "the same median with every U*-only setting at +inf: an upper bound on the median gain (inf when half "
+                "or more of the settings are U*-only: the width cap cannot bound it)")
+    exact = anisotropic[anisotropic.kind == "exact"]
+    metrics.add("ustar_gain_median_both_store", exact.gain.median() if len(exact) else math.nan,
+                "the median over the settings where both store only (the earlier metric, which dropped U*-only settings)")
+    isotropic = gains[(gains.kappa == 1) & (gains.kind == "exact")]
+    metrics.add("ustar_gain_kappa1", isotropic.gain.median() if len(isotropic) else math.nan,
+                "the same ratio on spherical values (kappa = 1), where both store")
+    metrics.add("ustar_stores_where_ntk_fails", int(kinds.get("lower", 0)),
+                f"(kappa > 1, F) stored by NTK + U* but not by the NTK, of {len(anisotropic)} with a gain")
+
+
+def _robust_metrics(main: pd.DataFrame, main_facts: list[int], setting: str, metrics: MetricsTable) -> None:
+    """S0.others-robust: stored fraction and cost ratio W(kappa) / W(1) at every F of main_facts."""
+    means = seed_means(main, ["method", "F", "kappa"])
+    ran = [f for f in main_facts if {"gd_gated", "ed_gated"} <= set(main[main.F == f].method)]
+    metrics.add("robust_n_facts", len(ran), f"number of F at which both GD and the encoder-decoder ran the sweep: {ran}")
+    for method, (fraction_name, cost_name) in ROBUST_METRICS.items():
+        rows = means[means.method == method]
+        if rows.empty:
+            continue
+        metrics.add(fraction_name, main[main.method == method].stored.mean(), f"fraction of (F, kappa, seed) stored; {setting}")
+        ratios = []
+        for n_facts, group in rows.groupby("F"):
+            by = group.set_index("kappa").n_params
+            ratios.append((by / by.get(1.0, math.nan)).max() if group.stored.all() else math.inf)
+        metrics.add(cost_name, max(ratios), "max over F and kappa of mean W(kappa) / W(kappa = 1) at that F "
+                                            "(inf if some (F, kappa) failed in a seed)")
+    # The code size m <= d caps the encoder-decoder's cost: W(kappa) / W(1) <= W(m = d) / W(1).
+    ed = means[(means.method == "ed_gated") & (means.kappa == 1.0) & means.stored]
+    if len(ed):
+        d = int(main.d.iloc[0])
+        ceiling = min(gated_parameter_count(int(r.F), d, d, d) / r.n_params for r in ed.itertuples())
+        metrics.add("robust_cost_ceiling_ed_gated", ceiling,
+                    f"min over F of W(m = d = {d}) / W(kappa = 1): the largest cost ratio the gated encoder-decoder can show "
+                    "(its code size m <= d; a value set needing more shows as not stored)")
+
+
+def _rho_metrics(table: pd.DataFrame, d: int, setting: str, metrics: MetricsTable) -> None:
+    """S0.rho-predicts: Spearman(rho(V), F / W) over per-kappa means (seeds averaged first), leaving
+    out the value sets where a seed did not store or (encoder-decoder) sat at its code-size cap m = d."""
+    for method, rows in table.groupby("method"):
+        if method not in RHO_SPEARMAN_METRICS:
+            _missing_names("rho Spearman", method)
+            continue
+        encoder_decoder = METHODS[method].search == "code_size"
+        capped = ~rows.stored | ((rows.width >= d) if encoder_decoder else False)
+        per_kappa = rows.assign(capped=capped).groupby("kappa").agg(
+            rho=("rho", "mean"), facts_per_parameter=("facts_per_parameter", "mean"), capped=("capped", "any"))
+        kept = per_kappa[~per_kappa.capped]
+        metrics.add(RHO_SPEARMAN_METRICS[method], spearman(kept.rho, kept.facts_per_parameter) if len(kept) >= 3 else math.nan,
+                    f"Spearman(rho(V), F / W) over {len(kept)} per-kappa means (seeds averaged first), leaving out "
+                    f"{int(per_kappa.capped.sum())} kappa where a seed did not store"
+                    + (" or sat at the code-size cap m = d" if encoder_decoder else "") + f" (NaN below 3); {setting}")
+        if method == "ed_gated":
+            metrics.add("ed_code_cap_fraction_ed_gated", capped.mean(),
+                        f"fraction of (kappa, seed) where the gated encoder-decoder sits at its code-size cap m = d = {d} "
+                        f"or does not store; {setting}")
+            metrics.add("rho_spearman_ed_gated_with_capped", spearman(per_kappa.rho, per_kappa.facts_per_parameter),
+                        "the same Spearman over every kappa, capped ones included (F / W = 0 where not stored): "
+                        "whether the capped points drive it")
 
 
 def _whitening_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:

@@ -144,10 +144,19 @@ def probe(task: Task, trained: nn.Module, swapped: nn.Module, facts: tuple[FactS
 # ---------------------------------------------------------------------------------------------
 
 
-def standalone_guess(table: pd.DataFrame, dim: int, n_facts: int, target: float) -> tuple[int, float]:
+def of_degree(table: pd.DataFrame, degree: int) -> pd.Series:
+    """Rows of a fact-storing-MLP table built with NTK Hermite degree `degree` (the NTK methods'
+    rows carry their degree; other methods' degree is NaN and always kept)."""
+    if "degree" not in table:
+        return pd.Series(True, index=table.index)
+    return table.degree.isna() | np.isclose(table.degree, degree)
+
+
+def standalone_guess(table: pd.DataFrame, dim: int, n_facts: int, target: float, degree: int) -> tuple[int, float]:
     """(median standalone width over seeds, median n_params) of the fact-storing-MLP study at (d, F,
     target); (1, NaN) when it has no stored row there (the search then doubles from 1)."""
     rows = table[(table.d == dim) & (table.F == n_facts) & np.isclose(table.target, target) & table.stored.astype(bool)]
+    rows = rows[of_degree(rows, degree)]
     if rows.empty:
         return 1, math.nan
     return max(1, int(round(rows.width.median()))), float(rows.n_params.median())
@@ -175,7 +184,7 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
             facts = (mlp_fact_set(keys, values, first_map), mlp_fact_set(keys, values, second_map))
             task = make_task(keys, values, junk, query, params)
             ustar = ustar_for(method, facts[0].values)  # U* depends on the values only: shared by both maps
-            guess, standalone_params = standalone_guess(standalone, dim, n_facts, target)
+            guess, standalone_params = standalone_guess(standalone, dim, n_facts, target, params["ntk_degree"])
             seen: dict[int, int] = {}
 
             def fact_adaptive_at(size: int) -> float:
@@ -299,9 +308,10 @@ CONSTRUCTIONS = ("ntk", "ed_gated")
 MODERATE_ALPHAS = (0.1, 0.2)
 
 
-def standalone_means(standalone: pd.DataFrame, target: float) -> pd.DataFrame:
-    """Seed-mean standalone parameter count per (method, d, F) at `target` (NaN unless every seed stored)."""
-    rows = standalone[np.isclose(standalone.target, target)]
+def standalone_means(standalone: pd.DataFrame, target: float, degree: int) -> pd.DataFrame:
+    """Seed-mean standalone parameter count per (method, d, F) at `target` (NaN unless every seed
+    stored), NTK rows of Hermite degree `degree` only."""
+    rows = standalone[np.isclose(standalone.target, target) & of_degree(standalone, degree)]
     grouped = rows.groupby(["method", "d", "F"]).agg(standalone_params=("n_params", "mean"),
                                                      standalone_stored=("stored", "all")).reset_index()
     grouped.loc[~grouped.standalone_stored, "standalone_params"] = math.nan
@@ -330,7 +340,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     probes = concat_tables(inputs, "probes_")
     whitening_table = concat_tables(inputs, "whitening_")
     standalone = concat_tables(inputs, "standalone_")
-    usable = usable_means(capacity_table).merge(standalone_means(standalone, target), on=["method", "d", "F"], how="left")
+    usable = usable_means(capacity_table).merge(standalone_means(standalone, target, params["ntk_degree"]), on=["method", "d", "F"], how="left")
     usable["usable_over_standalone"] = usable.usable_params / usable.standalone_params
     mlps = pd.concat([probes, whitening_table], ignore_index=True)
     metrics = MetricsTable()

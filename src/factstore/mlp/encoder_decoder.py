@@ -279,3 +279,12 @@ def build_plain(
         encoder.output.bias.copy_(solution[-1])
     module = EncoderDecoderMLP(encoder, decoder)
     return module, parameter_count(module)
+
+
+def gated_parameter_count(n_facts: int, d_in: int, d_out: int, code_size: int) -> int:
+    """Parameters of `build`'s dense module without building it (the module docstring's count):
+    hidden H = ceil(F / d_in) m; gate and main rows with biases 2 H (d_in + 1), the summing map
+    E with its bias (H + 1) m, the decoder d_out m. At code_size = d_out it is the most an
+    encoder-decoder of this fact set can cost (m <= d_out)."""
+    hidden = math.ceil(n_facts / d_in) * code_size
+    return 2 * hidden * (d_in + 1) + (hidden + 1) * code_size + d_out * code_size

@@ -4,7 +4,9 @@ Every search step writes rows of TABLE_COLUMNS; the summary stacks them, and fig
 A row holds the smallest parameter count W a search found (NaN where the method did not store
 within its cap, with the cap's count in params_at_cap, a lower bound on W), the decodability rho
 of the value set where it was solved, and, for the whitening experiment, the Lipschitz constants
-of the folded MLP.
+of the folded MLP. NTK rows carry the Hermite degree of their features (`degree`; NaN for the
+other methods): the NTK runs at every degree of the config, and `best_degree_rows` keeps, per
+setting, the degree that stores at the least cost (the best NTK, not a handicapped one).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from factstore.mlp.capacity import WidthSearch
 from factstore.mlp.scaling import random_map_bits
 
 TABLE_COLUMNS = [
-    "experiment", "method", "d", "F", "replicate", "kappa", "alpha", "target", "width", "n_params",
+    "experiment", "method", "degree", "d", "F", "replicate", "kappa", "alpha", "target", "width", "n_params",
     "accuracy", "best_accuracy", "stored", "params_at_cap", "probes", "steps", "seconds", "rho",
     "bits_per_parameter", "facts_per_parameter", "lipschitz", "lipschitz_relative", "output_rms",
 ]
@@ -26,7 +28,7 @@ TABLE_COLUMNS = [
 
 def result_row(result: WidthSearch, fact_set: FactSet, **fields) -> dict:
     """One row of a search result; fields: the columns the search does not know (experiment,
-    method, replicate, kappa, alpha, target, rho, and the Lipschitz columns where measured).
+    method, degree, replicate, kappa, alpha, target, rho, and the Lipschitz columns where measured).
 
     bits_per_parameter counts F log2 F bits (scaling.random_map_bits, SPEC's count);
     facts_per_parameter is F / W, 0 where nothing stored (so means over seeds count failures).
@@ -42,7 +44,7 @@ def result_row(result: WidthSearch, fact_set: FactSet, **fields) -> dict:
         "probes": len(result.evaluations), "steps": result.steps, "seconds": result.seconds,
         "bits_per_parameter": float(random_map_bits(n_facts)) / n_params if stored else math.nan,
         "facts_per_parameter": n_facts / n_params if stored else 0.0,
-        "lipschitz": math.nan, "lipschitz_relative": math.nan, "output_rms": math.nan,
+        "lipschitz": math.nan, "lipschitz_relative": math.nan, "output_rms": math.nan, "degree": math.nan,
     } | fields
 
 
@@ -67,3 +69,56 @@ def seed_means(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                       facts_per_parameter=("facts_per_parameter", "mean")).reset_index()
     out.loc[~out.stored, "n_params"] = math.nan
     return out
+
+
+SETTING_COLUMNS = ["experiment", "method", "d", "F", "kappa", "alpha", "target"]
+"""What a 'setting' is: one search configuration, all its replicates (seeds) together."""
+
+
+def best_degree_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with, per setting (SETTING_COLUMNS), only the rows of the NTK degree that does best.
+
+    Rows without a degree (other methods) are kept as they are. Among the degrees of one setting
+    the best is the one stored in the most replicates, then the smallest mean W over its
+    replicates (where all stored), then the highest mean best accuracy within the width cap.
+    Chosen per setting, not per replicate: the degree is a choice of the construction, not of
+    one random draw. The result has a `degree` per NTK row, so figures can say which won where.
+    """
+    has_degree = table.degree.notna()
+    ntk, others = table[has_degree], table[~has_degree]
+    if ntk.empty:
+        return table
+    keys = SETTING_COLUMNS
+    scores = ntk.groupby(keys + ["degree"], dropna=False).agg(
+        stored=("stored", "mean"), w=("n_params", "mean"), accuracy=("best_accuracy", "mean")).reset_index()
+    scores["w"] = scores.w.where(scores.stored == 1.0, math.inf)
+    scores = scores.sort_values(["stored", "w", "accuracy", "degree"], ascending=[False, True, False, True])
+    best = scores.drop_duplicates(subset=keys, keep="first")[keys + ["degree"]]
+    # NaN keys (kappa or alpha of another experiment) must match NaN: compare on a filled copy
+    fill = {column: -1.0 for column in ("kappa", "alpha")}
+    chosen = ntk.fillna(fill).merge(best.fillna(fill), on=keys + ["degree"], how="inner")
+    chosen = chosen.replace({"kappa": {-1.0: math.nan}, "alpha": {-1.0: math.nan}})[table.columns]
+    return pd.concat([others, chosen], ignore_index=True)
+
+
+def ustar_gains(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (kappa, F) setting: the U* gain W(ntk) / W(ntk_ustar) and what kind of number it is.
+
+    Both store (in every seed): exact. Only NTK + U* stores: 'lower' bound, the NTK's width cap
+    W_cap(ntk) over W(ntk_ustar). Only the NTK stores: 'upper' bound W(ntk) / W_cap(ntk_ustar)
+    (<= 1 with equal caps). Neither: left out. Columns kappa, F, gain, kind.
+    """
+    pair = seed_means(table[table.method.isin(["ntk", "ntk_ustar"])], ["method", "kappa", "F"])
+    rows = []
+    for (kappa, n_facts), group in pair.groupby(["kappa", "F"]):
+        by = group.set_index("method")
+        if not {"ntk", "ntk_ustar"} <= set(by.index):
+            continue
+        ntk, ustar = by.loc["ntk"], by.loc["ntk_ustar"]
+        if ntk.stored and ustar.stored:
+            rows.append((kappa, n_facts, ntk.n_params / ustar.n_params, "exact"))
+        elif ustar.stored:
+            rows.append((kappa, n_facts, ntk.params_at_cap / ustar.n_params, "lower"))
+        elif ntk.stored:
+            rows.append((kappa, n_facts, ntk.n_params / ustar.params_at_cap, "upper"))
+    return pd.DataFrame(rows, columns=["kappa", "F", "gain", "kind"])

@@ -1,0 +1,285 @@
+"""The S0 summary metrics on hand-made tables: each claim's verdict flips when its input crosses
+the range (built tables, the registry's own checks through claims.evaluate_claim). No science
+outcome is asserted here: the claims report checks the measured values."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from conftest import REPOSITORY
+
+from factstore import claims
+from factstore.experiments import mlp_summary
+from factstore.metrics import MetricsTable
+from factstore.mlp.encoder_decoder import gated_parameter_count
+from factstore.mlp.results import best_degree_rows, tidy_table
+
+REGISTRY = {claim["id"]: claim for claim in claims.load_registry(REPOSITORY / "config/claims.yaml")}
+D = 32
+
+
+def row(method: str, n_facts: int, kappa: float, replicate: int, n_params: float | None, *, degree: float = math.nan,
+        width: float = math.nan, rho: float = 0.5, cap: float = 10_000.0, experiment: str = "anisotropy",
+        d: int = D, target: float = 1.0) -> dict:
+    """One results row; n_params None: not stored within the cap `cap`."""
+    stored = n_params is not None
+    return {"experiment": experiment, "method": method, "degree": degree, "d": d, "F": n_facts, "replicate": replicate,
+            "kappa": kappa, "alpha": math.nan, "target": target, "width": width if stored else math.nan,
+            "n_params": n_params if stored else math.nan, "stored": stored,
+            "best_accuracy": 1.0 if stored else 0.9, "params_at_cap": math.nan if stored else cap, "rho": rho,
+            "facts_per_parameter": n_facts / n_params if stored else 0.0}
+
+
+def anisotropy_frame(rows: list[dict], main_facts: list[int]) -> pd.DataFrame:
+    metrics = MetricsTable()
+    mlp_summary.anisotropy_metrics(best_degree_rows(tidy_table(rows)), main_facts, metrics)
+    return metrics.frame()
+
+
+def verdict(claim_id: str, frame: pd.DataFrame, only: str | None = None) -> str:
+    """The registry's verdict on `frame`; `only`: just the check of that metric."""
+    claim = REGISTRY[claim_id]
+    if only is not None:
+        claim = claim | {"checks": [check for check in claim["checks"] if check["metric"] == only]}
+    return claims.evaluate_claim(claim, {claim["result"]: frame}, "paper")["status"]
+
+
+def value(frame: pd.DataFrame, name: str) -> float:
+    return float(frame.set_index("metric").value[name])
+
+
+# ---------------------------------------------------------------------------------------------
+# The best NTK degree per setting
+# ---------------------------------------------------------------------------------------------
+
+
+def test_best_degree_is_chosen_per_setting_and_other_methods_are_kept():
+    rows = [row("ntk", 256, 1.0, r, w, degree=1.0) for r, w in enumerate([300, 340])]
+    rows += [row("ntk", 256, 1.0, r, w, degree=2.0) for r, w in enumerate([2000, 2100])]
+    rows += [row("ntk", 512, 1.0, 0, None, degree=1.0), row("ntk", 512, 1.0, 1, 900, degree=1.0)]
+    rows += [row("ntk", 512, 1.0, r, 5000, degree=2.0) for r in range(2)]
+    rows += [row("gd_gated", 256, 1.0, r, 100) for r in range(2)]
+    best = best_degree_rows(tidy_table(rows))
+    chosen = best[best.method == "ntk"].groupby("F").degree.unique()
+    assert list(chosen[256]) == [1.0]  # the cheaper degree where both store
+    assert list(chosen[512]) == [2.0]  # the degree that stores in every seed beats a cheaper one that does not
+    assert len(best[best.method == "gd_gated"]) == 2 and len(best) == 6
+
+
+def test_ntk_stores_per_degree_reads_every_degree():
+    rows = [row("ntk", f, 1.0, 0, 1000, degree=2.0, experiment="capacity") for f in (64, 128)]
+    rows += [row("ntk", 64, 1.0, 0, 300, degree=1.0, experiment="capacity"),
+             row("ntk", 128, 1.0, 0, None, degree=1.0, experiment="capacity")]
+    metrics = MetricsTable()
+    mlp_summary._ntk_degree_metrics(tidy_table(rows), {"search": {"ntk_max_width": 4096}}, metrics)
+    frame = metrics.frame()
+    assert value(frame, "ntk_stores_fraction_degree1") == 0.5 and value(frame, "ntk_stores_fraction_degree2") == 1.0
+    assert verdict("S0.ntk-stores", frame) == "PASS"
+    failing = tidy_table(rows[:1] + [row("ntk", 128, 1.0, 0, None, degree=2.0, experiment="capacity")] + rows[2:])
+    metrics = MetricsTable()
+    mlp_summary._ntk_degree_metrics(failing, {"search": {"ntk_max_width": 4096}}, metrics)
+    assert verdict("S0.ntk-stores", metrics.frame()) == "FAIL"
+
+
+# ---------------------------------------------------------------------------------------------
+# S0.ntk-ustar-gain
+# ---------------------------------------------------------------------------------------------
+
+
+def gain_rows(exact: dict[float, float], ustar_only: dict[float, float], cap: float = 10_000.0) -> list[dict]:
+    """NTK and NTK + U* at F = 256 (2 seeds): exact gains {kappa: W_ntk / W_ustar}, and U*-only
+    settings {kappa: the lower bound cap / W_ustar}; kappa = 1 both store at equal cost."""
+    rows = []
+    for r in range(2):
+        rows += [row("ntk", 256, 1.0, r, 1000, degree=2.0), row("ntk_ustar", 256, 1.0, r, 1000, degree=2.0)]
+        for kappa, gain in exact.items():
+            rows += [row("ntk", 256, kappa, r, 1000 * gain, degree=2.0), row("ntk_ustar", 256, kappa, r, 1000, degree=2.0)]
+        for kappa, bound in ustar_only.items():
+            rows += [row("ntk", 256, kappa, r, None, degree=2.0, cap=cap),
+                     row("ntk_ustar", 256, kappa, r, cap / bound, degree=2.0)]
+    return rows
+
+
+def test_ustar_gain_counts_ustar_only_settings_as_lower_bounds():
+    frame = anisotropy_frame(gain_rows({2.0: 1.5, 5.0: 1.5}, {10.0: 3.0, 30.0: 3.0, 100.0: 3.0}), [256])
+    assert value(frame, "ustar_gain_median_both_store") == pytest.approx(1.5)  # what the earlier metric saw
+    assert value(frame, "ustar_gain_median") == pytest.approx(3.0)  # median of 1.5, 1.5, >= 3, >= 3, >= 3
+    assert value(frame, "ustar_gain_median_upper") == math.inf  # three of five unbounded above
+    assert value(frame, "ustar_stores_where_ntk_fails") == 3
+    assert verdict("S0.ntk-ustar-gain", frame, only="ustar_gain_median") == "PASS"
+    assert verdict("S0.ntk-ustar-gain", frame) == "FAIL"  # the upper end cannot be bounded
+
+
+@pytest.mark.parametrize("gain, expected", [(3.0, "PASS"), (1.5, "FAIL"), (5.0, "FAIL")])
+def test_ustar_gain_verdict_flips_across_the_range(gain, expected):
+    frame = anisotropy_frame(gain_rows({2.0: gain, 5.0: gain, 10.0: gain}, {100.0: gain * 1.1}), [256])
+    assert verdict("S0.ntk-ustar-gain", frame) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# S0.ntk-anisotropy-breaks
+# ---------------------------------------------------------------------------------------------
+
+KAPPAS = [1.0, 10.0, 100.0, 1000.0]
+
+
+def break_rows(ntk_breaks: float, ustar_breaks: float) -> list[dict]:
+    """Both NTKs at F = 512, 2 seeds, storing below their break kappa and failing from it on."""
+    rows = []
+    for r in range(2):
+        for kappa in KAPPAS:
+            rows.append(row("ntk", 512, kappa, r, 1000 if kappa < ntk_breaks else None, degree=2.0))
+            rows.append(row("ntk_ustar", 512, kappa, r, 800 if kappa < ustar_breaks else None, degree=2.0))
+    return rows
+
+
+@pytest.mark.parametrize("ntk_breaks, ustar_breaks, expected", [
+    (10.0, 100.0, "PASS"),
+    (10.0, math.inf, "FAIL"),  # NTK + U* stores at every kappa: it does not break
+    (1000.0, 100.0, "FAIL"),  # the NTK breaks only at the top of the sweep, not at a moderate kappa
+    (1.0, 100.0, "FAIL"),  # the NTK does not store even isotropic values
+])
+def test_break_verdict_needs_both_ntks_to_break_at_a_moderate_kappa(ntk_breaks, ustar_breaks, expected):
+    frame = anisotropy_frame(break_rows(ntk_breaks, ustar_breaks), [512])
+    assert verdict("S0.ntk-anisotropy-breaks", frame) == expected
+
+
+def test_break_kappa_is_the_smallest_kappa_failing_in_half_the_seeds():
+    rows = break_rows(100.0, 1000.0)
+    rows = [r for r in rows if not (r["method"] == "ntk" and r["kappa"] == 10.0 and r["replicate"] == 0)]
+    rows.append(row("ntk", 512, 10.0, 0, None, degree=2.0))  # one of two seeds fails at kappa = 10
+    frame = anisotropy_frame(rows, [512])
+    assert value(frame, "ntk_break_kappa") == 10.0 and value(frame, "ntk_ustar_break_kappa") == 1000.0
+
+
+# ---------------------------------------------------------------------------------------------
+# S0.others-robust
+# ---------------------------------------------------------------------------------------------
+
+
+def robust_rows(facts: list[int], gd_ratio: float = 1.5, ed_code_sizes: tuple[int, int] = (8, 12)) -> list[dict]:
+    """GD and the gated encoder-decoder at each F over KAPPAS (2 seeds): GD's W grows by gd_ratio
+    from kappa = 1 to the others; the encoder-decoder's code size from ed_code_sizes[0] to [1]."""
+    rows = []
+    for n_facts in facts:
+        for r in range(2):
+            for kappa in KAPPAS:
+                grown = kappa > 1
+                rows.append(row("gd_gated", n_facts, kappa, r, 1000 * (gd_ratio if grown else 1.0)))
+                m = ed_code_sizes[1] if grown else ed_code_sizes[0]
+                rows.append(row("ed_gated", n_facts, kappa, r, gated_parameter_count(n_facts, D, D, m), width=m))
+    return rows
+
+
+@pytest.mark.parametrize("rows, expected", [
+    (robust_rows([256, 512]), "PASS"),
+    (robust_rows([512]), "FAIL"),  # one F cannot show scaling
+    (robust_rows([256, 512], gd_ratio=2.5), "FAIL"),
+    (robust_rows([256, 512], ed_code_sizes=(8, 20)), "FAIL"),
+    # the code size starts near its cap m = d: no ratio above 1.45 is possible, so the check could not fail
+    (robust_rows([256, 512], ed_code_sizes=(24, 30)), "FAIL"),
+])
+def test_robust_verdict_flips_with_cost_ratio_number_of_f_and_code_size_headroom(rows, expected):
+    frame = anisotropy_frame(rows, sorted({r["F"] for r in rows}))
+    assert verdict("S0.others-robust", frame) == expected
+
+
+def test_robust_cost_ratio_is_the_worst_over_f_and_a_failure_is_infinite():
+    rows = robust_rows([256, 512])
+    rows = [r for r in rows if not (r["method"] == "gd_gated" and r["F"] == 256 and r["kappa"] == 1000.0 and r["replicate"] == 1)]
+    rows.append(row("gd_gated", 256, 1000.0, 1, None))
+    frame = anisotropy_frame(rows, [256, 512])
+    assert value(frame, "robust_cost_ratio_gd_gated") == math.inf
+    assert value(frame, "robust_stored_fraction_gd_gated") == pytest.approx(15 / 16)
+    m_ratio = gated_parameter_count(256, D, D, 12) / gated_parameter_count(256, D, D, 8)
+    assert value(frame, "robust_cost_ratio_ed_gated") == pytest.approx(max(
+        m_ratio, gated_parameter_count(512, D, D, 12) / gated_parameter_count(512, D, D, 8)))
+    assert value(frame, "robust_cost_ceiling_ed_gated") == pytest.approx(min(
+        gated_parameter_count(f, D, D, D) / gated_parameter_count(f, D, D, 8) for f in (256, 512)))
+
+
+# ---------------------------------------------------------------------------------------------
+# S0.rho-predicts
+# ---------------------------------------------------------------------------------------------
+
+
+def rho_rows(code_sizes: dict[float, tuple[int, int]], rhos: dict[float, tuple[float, float]]) -> list[dict]:
+    """The gated encoder-decoder at F = 512 per kappa: code sizes and rho(V) of two seeds."""
+    return [row("ed_gated", 512, kappa, r, gated_parameter_count(512, D, D, code_sizes[kappa][r]),
+                width=code_sizes[kappa][r], rho=rhos[kappa][r])
+            for kappa in code_sizes for r in range(2)]
+
+
+RHOS = {1.0: (0.50, 0.46), 10.0: (0.44, 0.48), 100.0: (0.35, 0.33), 1000.0: (0.20, 0.22)}
+
+
+def test_rho_spearman_averages_seeds_first():
+    # seed 0's kappa = 1 set is cheaper and seed 1's dearer than kappa = 10's; their means rank with rho
+    sizes = {1.0: (7, 9), 10.0: (8, 9), 100.0: (14, 14), 1000.0: (20, 20)}
+    frame = anisotropy_frame(rho_rows(sizes, RHOS), [512])
+    assert value(frame, "rho_spearman_ed_gated") == pytest.approx(1.0)
+    assert verdict("S0.rho-predicts", frame, only="rho_spearman_ed_gated") == "PASS"
+    reversed_sizes = {1.0: (20, 20), 10.0: (14, 14), 100.0: (8, 9), 1000.0: (7, 9)}
+    assert verdict("S0.rho-predicts", anisotropy_frame(rho_rows(reversed_sizes, RHOS), [512]),
+                   only="rho_spearman_ed_gated") == "FAIL"
+
+
+def test_rho_spearman_leaves_out_value_sets_at_the_code_size_cap():
+    sizes = {1.0: (8, 8), 10.0: (10, 10), 100.0: (14, 14), 1000.0: (D, D)}
+    rhos = RHOS | {1000.0: (0.6, 0.6)}  # a capped point that would break the ranking
+    frame = anisotropy_frame(rho_rows(sizes, rhos) + rho_rows({3000.0: (16, 16)}, {3000.0: (0.30, 0.30)}), [512])
+    assert value(frame, "ed_code_cap_fraction_ed_gated") == pytest.approx(0.2)
+    assert value(frame, "rho_spearman_ed_gated") == pytest.approx(1.0)
+    assert value(frame, "rho_spearman_ed_gated_with_capped") < 0.8  # with it, the ranking breaks
+    only_three = {1.0: (8, 8), 10.0: (D, D), 100.0: (D, 14), 1000.0: (D, D)}
+    frame = anisotropy_frame(rho_rows(only_three, RHOS), [512])
+    assert math.isnan(value(frame, "rho_spearman_ed_gated"))  # fewer than 3 uncapped value sets
+    assert verdict("S0.rho-predicts", frame, only="rho_spearman_ed_gated") == "FAIL"
+
+
+# ---------------------------------------------------------------------------------------------
+# S0.ed-matches-gd-asymptotics
+# ---------------------------------------------------------------------------------------------
+
+
+def capacity_frame(gd_exponent_at_large_f: float | None) -> pd.DataFrame:
+    """ed_gated and gd_gated at d = 16, F = 2^5..2^11: W = F log2 F for both, except GD's W grows
+    like F^gd_exponent_at_large_f from F / d = 32 on; below F / d = 32 GD is erratic (ignored)."""
+    rows = []
+    for log2_f in range(5, 12):
+        n_facts = 2**log2_f
+        ed = 3.0 * n_facts * log2_f
+        gd = ed / 10 * (3.0 if n_facts < 32 * 16 else 1.0)
+        if gd_exponent_at_large_f is not None and n_facts >= 32 * 16:
+            gd = 512 * 9 * 0.3 * (n_facts / 512) ** gd_exponent_at_large_f
+        for method, w in (("ed_gated", ed), ("gd_gated", gd)):
+            rows.append(row(method, n_facts, 1.0, 0, w, experiment="capacity", d=16, target=0.99))
+    table = tidy_table(rows)
+    metrics = MetricsTable()
+    mlp_summary._capacity_metrics(table, mlp_summary.fits_table(table), 0.99, {"search": {"ntk_max_width": 1}}, metrics)
+    return metrics.frame()
+
+
+def test_exponents_are_compared_only_over_f_over_d_at_least_32():
+    frame = capacity_frame(None)
+    assert value(frame, "exponent_gap_ed_gd_asymptotic") == pytest.approx(0.0, abs=1e-12)
+    assert value(frame, "exponent_gap_ed_gd") > 0.2  # over all F the erratic small-F points differ
+    assert verdict("S0.ed-matches-gd-asymptotics", frame) == "PASS"
+    steeper = capacity_frame(1.5)
+    assert value(steeper, "exponent_asymptotic_gd_gated") == pytest.approx(1.5)
+    assert verdict("S0.ed-matches-gd-asymptotics", steeper) == "FAIL"
+
+
+@pytest.mark.parametrize("n_facts, dim, code_size", [(40, 8, 3), (64, 16, 16), (100, 12, 5)])
+def test_gated_parameter_count_is_the_built_modules_count(n_facts, dim, code_size):
+    """The robustness ceiling W(m = d) uses the count without building the module."""
+    import torch
+
+    from factstore.facts import make_fact_set
+    from factstore.mlp import encoder_decoder
+
+    facts = make_fact_set(n_facts, dim, torch.Generator().manual_seed(0))
+    built = encoder_decoder.build(facts, code_size, torch.Generator().manual_seed(0))[1]
+    assert gated_parameter_count(n_facts, dim, dim, code_size) == built
