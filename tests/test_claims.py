@@ -94,3 +94,11 @@ def test_a_range_changed_without_a_revised_record_is_caught():
 def test_every_revised_claim_keeps_the_range_of_its_last_revision():
     registry = claims.load_registry(REPOSITORY / "config/claims.yaml")
     assert claims.unrecorded_range_changes(registry) == []
+
+
+def test_an_infinite_measurement_is_reported_as_inf_and_fails_an_upper_bound():
+    claim = {"id": "U", "work": "w", "statement": "s", "scale": "paper", "result": "r.csv",
+             "checks": [{"metric": "gain_upper", "max": 4.0}]}
+    record = claims.evaluate_claim(claim, {"r.csv": pd.DataFrame({"metric": ["gain_upper"], "value": [float("inf")]})}, "default")
+    assert record["status"] == "FAIL" and record["measured"] == {"gain_upper": "inf"}
+    assert "gain_upper = inf" in claims.markdown([record])

@@ -74,7 +74,9 @@ def claims_shown_in(claims: list[dict[str, Any]], figure: str) -> list[str]:
     return [claim["id"] for claim in claims if figure in claim.get("figures", [])]
 
 
-def _format(value: float) -> str:
+def _format(value: float | str | None) -> str:
+    if isinstance(value, str):
+        return value
     return "nan" if value is None or not math.isfinite(value) else f"{value:.4g}"
 
 
@@ -112,7 +114,9 @@ def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str
         value = values.get(check["metric"])
         if value is None:
             return record | {"status": "NOT RUN", "measured": measured or None, "note": f"metric {check['metric']} missing"}
-        measured[check["metric"]] = None if not math.isfinite(value) else float(value)
+        # JSON has no infinity: an infinite measurement (a bound with nothing to bound it) is the
+        # string "inf" / "-inf"; NaN (not measurable) is null.
+        measured[check["metric"]] = float(value) if math.isfinite(value) else (None if math.isnan(value) else str(value))
         low, high = check.get("min", -math.inf), check.get("max", math.inf)
         passed &= math.isfinite(value) and low <= value <= high
     note = "" if run_scale == claim["scale"] or claim["scale"] == "any" else (
