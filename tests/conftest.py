@@ -1,8 +1,12 @@
-"""Shared fixtures: repository paths and the offline data mirror."""
+"""Shared fixtures: repository paths, the offline data mirror, and the smoke run of the whole
+workflow in a fresh copy of the tree (session-wide: every test that reads it shares one run)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +14,8 @@ import torch
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("FACTSTORE_DATA_MIRROR", REPOSITORY.parent / "shared" / "data"))
+SMOKE = "config/smoke.yaml"
+BIN = str(Path(sys.executable).parent)
 
 torch.set_num_threads(1)
 
@@ -39,3 +45,46 @@ def claim_verdict(claim_id: str, metric_rows) -> str:
     claim = next(c for c in claims.load_registry(REPOSITORY / "config/claims.yaml") if c["id"] == claim_id)
     table = pd.DataFrame([{"metric": name, "value": float(value)} for name, value in rows], columns=["metric", "value"])
     return claims.evaluate_claim(claim, {claim["result"]: table}, "smoke")["status"]
+
+
+def run(*command: str, cwd: Path, extra_env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    env = os.environ | {"PATH": BIN + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1"} | (extra_env or {})
+    env.pop("FACTSTORE_CONFIG", None)
+    if MIRROR.is_dir():
+        env.setdefault("FACTSTORE_DATA_MIRROR", str(MIRROR))
+    env |= extra_env or {}
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+    return done
+
+
+def snakemake(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+    return run(sys.executable, "-m", "snakemake", *args, cwd=cwd, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory) -> Path:
+    """A fresh copy of the tracked and not-ignored files, as a new git repository (like a clone)."""
+    listing = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPOSITORY, capture_output=True, text=True, check=True,
+    ).stdout.split("\0")
+    root = tmp_path_factory.mktemp("clone")
+    for name in filter(None, listing):
+        source = REPOSITORY / name
+        if source.is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / name)
+    for command in (["git", "init", "-q"], ["git", "add", "-A"],
+                    ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "clone"]):
+        subprocess.run(command, cwd=root, check=True, capture_output=True)
+    return root
+
+
+@pytest.fixture(scope="session")
+def smoke_run(workspace) -> Path:
+    if not MIRROR.is_dir():
+        pytest.skip("the smoke run needs the offline data mirror (FACTSTORE_DATA_MIRROR)")
+    snakemake("--cores", "2", "all", "--configfile", SMOKE, cwd=workspace)
+    return workspace

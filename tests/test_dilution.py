@@ -5,7 +5,6 @@ on a handful of paragraphs (checkpoint and resume included), the claim checks, t
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,7 +14,6 @@ import yaml
 from torch import nn
 
 from conftest import REPOSITORY
-from test_workflow import smoke_run, workspace  # noqa: F401  (fixtures: the smoke run in a fresh copy)
 from factstore.claims import evaluate_claim, load_registry
 from factstore.dilution import archetypes as toy
 from factstore.dilution import fewrel, mlm
@@ -337,7 +335,7 @@ def test_a_typo_in_the_dilution_section_is_rejected_with_its_path():
 
 @pytest.mark.workflow
 def test_smoke_config_yields_every_dilution_figure(smoke_run):
-    """The smoke run of the whole workflow (test_workflow's fixture, in a fresh copy of the tree)."""
+    """The smoke run of the whole workflow (the session fixture of conftest.py, in a fresh copy of the tree)."""
     from factstore.plots.dilution import FIGURES
 
     for name in FIGURES:

@@ -16,7 +16,7 @@ import yaml
 from factstore import claims
 from factstore.facts import normalize_rows
 from factstore.mlp.modules import LinearMemory
-from factstore.transformer import FactTransformer, rotary
+from factstore.transformer import rotary
 from factstore.usability import threshold
 from factstore.usability.task import (
     IGNORE, JunkLengths, Vocabulary, gaussian_embeddings, mlp_fact_set, principal_projection, recall_sequences,

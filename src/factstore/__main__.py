@@ -28,10 +28,8 @@ import pandas as pd
 import torch
 
 from factstore import io, provenance
-from factstore.data.fetch import FetchError
-from factstore.data.prepare import DataError
 from factstore.device import seed_everything, select_device
-from factstore.training import DivergenceError
+from factstore.errors import DataProblem, TrainingDiverged
 
 
 @dataclass(frozen=True)
@@ -178,11 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"factstore: error: {error}", file=sys.stderr)
         return 2
-    except DivergenceError as error:
+    except TrainingDiverged as error:
         shown = json.dumps(params, sort_keys=True)
         print(f"factstore: error: step {args.step} diverged (nothing written): {error}; params {shown}", file=sys.stderr)
         return 1
-    except (FetchError, DataError) as error:  # bad or missing data: the message names file and line
+    except DataProblem as error:  # bad or missing data: the message names file and line
         print(f"factstore: error: step {args.step} failed (nothing written): {error}", file=sys.stderr)
         return 1
     return 0

@@ -19,8 +19,10 @@ from contextlib import contextmanager
 
 import torch
 
+from factstore.errors import TrainingDiverged
 
-class DivergenceError(RuntimeError):
+
+class DivergenceError(TrainingDiverged):
     """Training produced a non-finite loss or parameter.
 
     Attributes: where (the setting, as the loop names it), step (the training step), what

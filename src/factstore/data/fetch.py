@@ -24,12 +24,13 @@ import urllib.request
 from pathlib import Path
 
 from factstore.data.sources import Source
+from factstore.errors import DataProblem
 from factstore.io import atomic_path
 
 MIRROR_ENVIRONMENT_VARIABLE = "FACTSTORE_DATA_MIRROR"
 
 
-class FetchError(RuntimeError):
+class FetchError(DataProblem, RuntimeError):
     """The file could not be obtained from any source; the message lists each attempt."""
 
 

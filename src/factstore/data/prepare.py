@@ -17,10 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from factstore.errors import DataProblem
+
 SERIES_SUFFIX = re.compile(r"\s*\([^()]*#\s*[\d.\-]+\)\s*$")
 
 
-class DataError(ValueError):
+class DataError(DataProblem, ValueError):
     """A raw file holds a row that cannot be used; the message names file, line and field."""
 
 

@@ -396,7 +396,7 @@ def _whitening_metrics(table: pd.DataFrame, target: float, metrics: MetricsTable
     metrics.add("whitening_moderate_accuracy_min", min(moderate_accuracy, default=math.nan),
                 f"min over (kind, method, alpha in {MODERATE_ALPHAS}) of the mean fact-adaptive accuracy; {setting}")
     metrics.add("whitening_full_drop_min", min(drops, default=math.nan),
-                f"min over (kind, method) of [min moderate fact-adaptive accuracy - fact-adaptive accuracy at alpha = 1]")
+                "min over (kind, method) of [min moderate fact-adaptive accuracy - fact-adaptive accuracy at alpha = 1]")
     metrics.add("whitening_moderate_capacity_gain_min",
                 math.nan if not gains or any(math.isnan(g) for g in gains) else min(gains),
                 "min over (kind, method) of standalone F / W at the worse moderate alpha over F / W at alpha = 0 "

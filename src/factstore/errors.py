@@ -1,0 +1,18 @@
+"""The errors a step reports as one line instead of a traceback (`python -m factstore` exits 1).
+
+Their classes live where they are raised (factstore.data.fetch, factstore.data.prepare,
+factstore.training) and derive from these bases, so the runner needs to import only this module:
+editing the data layer or a training loop then reruns only the rules whose steps use them.
+"""
+
+from __future__ import annotations
+
+
+class DataProblem(Exception):
+    """Bad or missing data: a failed fetch, a wrong checksum, a malformed row (the message names
+    the file, line and field)."""
+
+
+class TrainingDiverged(RuntimeError):
+    """A training run produced a non-finite loss or parameter (the message names the setting and
+    the training step)."""
