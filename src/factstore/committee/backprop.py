@@ -15,8 +15,13 @@ import math
 
 import torch
 
-from factstore.committee.architectures import Architecture, output_field, training_errors
+from factstore.committee.architectures import (
+    Architecture,
+    output_field,
+    training_errors,
+)
 from factstore.committee.training import ActiveSet, EmbeddingResult
+from factstore.training import check_finite
 
 
 def beta_schedule(epoch: int, epochs: int, beta_start: float, beta_end: float) -> float:
@@ -73,6 +78,7 @@ def train_backprop(
         margins = active["labels"] * field
         per_pattern = torch.nn.functional.softplus(-2 * beta * margins) * active["mask"]
         loss = (per_pattern.sum(-1) / active["mask"].sum(-1)).sum()
+        check_finite(loss, None, where=f"committee.train_backprop(beta={beta:g}, learning_rate={rate:g})", step=epoch)
         gradients = torch.autograd.grad(loss, current)
         with torch.no_grad():
             correction1, correction2 = 1 - beta1 ** (epoch + 1), 1 - beta2 ** (epoch + 1)

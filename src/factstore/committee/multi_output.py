@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from factstore.training import check_finite
+
 
 @dataclass
 class SaturationResult:
@@ -83,6 +85,7 @@ def train_until_saturated(
                 break
         fields = output_fields(params, patterns, beta)
         loss = torch.nn.functional.softplus(-2 * beta * labels * fields).mean(dim=(1, 2)).sum()
+        check_finite(loss, None, where=f"committee.multi_output(beta={beta:g})", step=epoch)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         optimiser.step()

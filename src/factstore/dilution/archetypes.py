@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
+from factstore.training import check_finite
+
 
 def random_archetypes(n_labels: int, n_bits: int, generator: torch.Generator) -> torch.Tensor:
     """O archetypes, shape (O, N), entries +-1 uniformly at random."""
@@ -108,12 +110,13 @@ def train_diluted(
     first = nets[0]
     dilute_members(first, list(rates), generator)
     optimiser = torch.optim.Adam(nets.parameters(), lr=learning_rate)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         order = torch.randperm(len(labels), generator=generator)
         for start in range(0, len(labels), batch_size):
             batch = order[start : start + batch_size]
             logits = nets(inputs[batch].expand(members, -1, -1))  # (R, B, O)
             loss = nn.functional.cross_entropy(logits.reshape(-1, n_labels), labels[batch].repeat(members), reduction="sum") / len(batch)
+            check_finite(loss, None, where=f"dilution.archetypes(learning_rate={learning_rate:g})", step=epoch)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from factstore.dilution.pruning import prune_by_magnitude, zero_fraction
+from factstore.training import check_finite
 
 HEAD_OPEN, HEAD_CLOSE, TAIL_OPEN, TAIL_CLOSE = 1, 2, 3, 4  # [unused0..3] in the BERT vocabulary
 
@@ -144,13 +145,14 @@ def fine_tune_diluted(
     ids, markers, labels = train
     model.train()
     order, start = torch.randperm(len(labels), generator=generator), 0
-    for _ in range(steps):
+    for step in range(steps):
         if start >= len(labels):
             order, start = torch.randperm(len(labels), generator=generator), 0
         batch = order[start : start + batch_size]
         start += batch_size
         logits = model(ids[batch].to(device), markers[batch].to(device))
         loss = nn.functional.cross_entropy(logits, labels[batch].to(device))
+        check_finite(loss, None, where="dilution.fewrel fine-tuning", step=step)
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from factstore.training import check_finite
+
 IGNORE = -100
 
 
@@ -139,6 +141,7 @@ def train_mlm(
         inputs, labels = mask_tokens(chunks[batch], special[batch], mask_id, vocab_size, generator)
         logits, targets = masked_logits(model, inputs.to(device), labels.to(device))
         loss = nn.functional.cross_entropy(logits, targets)
+        check_finite(loss, None, where=f"dilution.mlm pretraining(learning_rate={learning_rate:g})", step=step)
         optimiser.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
+from factstore.training import check_finite
 from factstore.transformer import FactTransformer, rms_normalise
 from factstore.usability.task import JunkLengths, Vocabulary, recall_sequences
 
@@ -97,6 +98,7 @@ def train_attention(
             answers = sequences.answers
             logits = model(sequences.tokens, sequences.query_positions)
             loss = functional.cross_entropy(logits, answers)
+            check_finite(loss, None, where=f"usability.train(learning_rate={settings.learning_rate:g})", step=steps)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
