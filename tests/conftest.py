@@ -48,8 +48,11 @@ def claim_verdict(claim_id: str, metric_rows) -> str:
 
 
 def run(*command: str, cwd: Path, extra_env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    env = os.environ | {"PATH": BIN + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1"} | (extra_env or {})
-    env.pop("FACTSTORE_CONFIG", None)
+    """Run a command with this venv on PATH; FACTSTORE_CONFIG and DVC_STAGE are dropped unless
+    `extra_env` sets them (a test's own run must not inherit the caller's selection)."""
+    env = os.environ | {"PATH": BIN + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1"}
+    for name in ("FACTSTORE_CONFIG", "DVC_STAGE"):
+        env.pop(name, None)
     if MIRROR.is_dir():
         env.setdefault("FACTSTORE_DATA_MIRROR", str(MIRROR))
     env |= extra_env or {}
@@ -63,23 +66,30 @@ def snakemake(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
     return run(sys.executable, "-m", "snakemake", *args, cwd=cwd, **kwargs)
 
 
-@pytest.fixture(scope="session")
-def workspace(tmp_path_factory) -> Path:
-    """A fresh copy of the tracked and not-ignored files, as a new git repository (like a clone)."""
+def fresh_copy(root: Path, message: str = "clone", before_commit=None) -> Path:
+    """The tracked and not-ignored files of the repository copied into `root`, committed as a new
+    git repository (like a clone); `before_commit(root)` may add files first."""
     listing = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
         cwd=REPOSITORY, capture_output=True, text=True, check=True,
     ).stdout.split("\0")
-    root = tmp_path_factory.mktemp("clone")
     for name in filter(None, listing):
         source = REPOSITORY / name
         if source.is_file():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, root / name)
+    if before_commit is not None:
+        before_commit(root)
     for command in (["git", "init", "-q"], ["git", "add", "-A"],
-                    ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "clone"]):
+                    ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message]):
         subprocess.run(command, cwd=root, check=True, capture_output=True)
     return root
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory) -> Path:
+    """A fresh copy of the tracked and not-ignored files, as a new git repository (like a clone)."""
+    return fresh_copy(tmp_path_factory.mktemp("clone"))
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ with `dvc status`."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -17,23 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPOSITORY
+from conftest import REPOSITORY, SMOKE, fresh_copy, run
 
 pytestmark = pytest.mark.workflow
-SMOKE = "config/smoke.yaml"
-BIN = str(Path(sys.executable).parent)
 STAGES = set(yaml.safe_load((REPOSITORY / "dvc.yaml").read_text())["stages"])  # every stage depends on src/ and workflow/
-
-
-def run(*command: str, cwd: Path, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    environment = os.environ | {"PATH": BIN + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1"} | (env or {})
-    for name in ("FACTSTORE_CONFIG", "DVC_STAGE"):
-        if name not in (env or {}):
-            environment.pop(name, None)
-    done = subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True)
-    if check and done.returncode != 0:
-        raise AssertionError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return done
 
 
 def dvc(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
@@ -44,17 +30,8 @@ def dvc(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
 def committed(tmp_path_factory) -> Path:
     """A copy of the working tree (as a new git repository), params.yaml selecting the smoke config,
     placeholder outputs, and dvc.lock written by `dvc commit`: `dvc status` says up to date."""
-    listing = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-                             cwd=REPOSITORY, capture_output=True, text=True, check=True).stdout.split("\0")
-    root = tmp_path_factory.mktemp("dvc")
-    for name in filter(None, listing):
-        if (REPOSITORY / name).is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPOSITORY / name, root / name)
-    (root / "params.yaml").write_text(f"config: {SMOKE}\n")
-    for command in (["git", "init", "-q"], ["git", "add", "-A"],
-                    ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"]):
-        subprocess.run(command, cwd=root, check=True, capture_output=True)
+    root = fresh_copy(tmp_path_factory.mktemp("dvc"), "copy",
+                      before_commit=lambda root: (root / "params.yaml").write_text(f"config: {SMOKE}\n"))
     stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
     for stage in stages.values():
         for out in stage.get("outs", []) + stage.get("metrics", []):
@@ -159,6 +136,6 @@ def test_byte_code_is_no_dependency(committed):
 def test_factstore_config_disagreeing_with_dvc_stops_the_run(committed):
     env = {"DVC_STAGE": "assoc", "FACTSTORE_CONFIG": "config/config.yaml"}
     done = run(sys.executable, "-m", "snakemake", "-n", "--nolock", "assoc", "--configfile", SMOKE,
-               cwd=committed, env=env, check=False)
+               cwd=committed, extra_env=env, check=False)
     assert done.returncode != 0
     assert "FACTSTORE_CONFIG=config/config.yaml, but DVC runs with" in done.stdout + done.stderr
