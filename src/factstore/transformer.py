@@ -1,7 +1,8 @@
 """A one-layer Transformer with a frozen fact-storing MLP in its MLP slot (SPEC S0 "Usability").
 
 nanoGPT-style and small enough to read in one sitting; the usability study trains it on the
-`<junk> key <junk> Q value` task (factstore.usability) and the language-model study reuses it.
+`<junk> key <junk> Q value` task (factstore.usability); the language-model study
+(factstore.editing.model) reuses its attention, norms and RoPE around a two-expert MLP slot.
 For a batch of token ids (B, T):
 
     x = E[tokens]                                   tied, frozen token embeddings E (V, d)
@@ -63,28 +64,38 @@ def rotary(x: Tensor, positions: Tensor, base: float = 10_000.0) -> Tensor:
     return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
 
 
+def projection_mlp(dim: int, hidden: int) -> nn.Sequential:
+    """LayerNorm -> Linear(d, hidden) -> GELU -> Linear(hidden, d): a query or key map that is a
+    small MLP (the language-model study's choice, SPEC S0 "Language modelling")."""
+    return nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
+
+
 class CausalSelfAttention(nn.Module):
     """Causal multi-head self-attention with RoPE; value and output maps frozen to the identity.
 
-    Only `query` and `key` (each (d, d), no bias) are trainable, so the layer can learn WHERE to
-    look but not to transform what it reads: the output at a position is a convex combination of
-    the (normalised) token embeddings before it.
+    Only `query` and `key` are trainable, so the layer can learn WHERE to look but not to
+    transform what it reads: the output at a position is a convex combination of the
+    (normalised) token embeddings before it. The query and key maps are (d, d) linear maps
+    without bias, or small MLPs (`projection_mlp`) when projection_hidden is given.
     """
 
-    def __init__(self, dim: int, n_head: int = 1, rope_base: float = 10_000.0) -> None:
+    def __init__(self, dim: int, n_head: int = 1, rope_base: float = 10_000.0,
+                 projection_hidden: int | None = None) -> None:
         super().__init__()
         if dim % n_head:
             raise ValueError(f"dimension {dim} is not divisible by {n_head} heads")
         self.n_head, self.rope_base = n_head, rope_base
-        self.query = nn.Linear(dim, dim, bias=False)
-        self.key = nn.Linear(dim, dim, bias=False)
+        linear = projection_hidden is None
+        self.query = nn.Linear(dim, dim, bias=False) if linear else projection_mlp(dim, projection_hidden)
+        self.key = nn.Linear(dim, dim, bias=False) if linear else projection_mlp(dim, projection_hidden)
         self.value = nn.Linear(dim, dim, bias=False)
         self.output = nn.Linear(dim, dim, bias=False)
         for frozen in (self.value, self.output):
             nn.init.eye_(frozen.weight)
             frozen.weight.requires_grad_(False)
-        for trained in (self.query, self.key):
-            nn.init.normal_(trained.weight, std=0.02)
+        if linear:
+            for trained in (self.query, self.key):
+                nn.init.normal_(trained.weight, std=0.02)
 
     def _heads(self, x: Tensor) -> Tensor:
         """(B, T, d) -> (B, n_head, T, d / n_head)."""

@@ -1,0 +1,238 @@
+"""The language-model and editing study: the model's frozen parts, the cheap answer-position path,
+the editing protocol (blocks, keys, targets, an edit equals its target shift), the scores on
+hand-made outcomes, the swap margins and the claims' checks. Editors: test_editing_editors.py;
+templates, tokenizer and corpus: test_editing_corpus.py."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from factstore.editing import editors
+from factstore.editing.corpus import AUTHOR, Corpus, templated_corpus
+from factstore.editing.model import FactLanguageModel
+from factstore.editing.protocol import (
+    edit_block, expert_keys, permuted_authors, score_edit, set_weight, target_residuals,
+)
+from factstore.editing.training import LanguageTraining, evaluate, perplexity, train_language_model
+from factstore.editing.vocabulary import FactVocabulary
+from factstore.experiments.editing import baseline_settings, markdown_table, swap_margins
+from factstore.facts import spherical_embeddings
+from factstore.mlp.modules import GatedMLP, output_layer
+from conftest import claim_verdict
+
+N_FACTS, DIM = 12, 16
+
+
+def toy_vocabulary(n_facts=N_FACTS) -> FactVocabulary:
+    """bos 0, pad 1, six word tokens 2..7, then books and authors; three two-piece templates."""
+    words = 8
+    books = torch.arange(words, words + n_facts)
+    authors = torch.arange(words + n_facts, words + 2 * n_facts)
+    pieces = tuple((torch.tensor(prefix), torch.tensor(middle)) for prefix, middle in
+                   (([2, 3], [4]), ([5], [6, 7]), ([2], [7])))
+    return FactVocabulary(tokenizer_ids=torch.arange(words + 2 * n_facts) + 100, book_tokens=books,
+                          author_tokens=authors, bos=0, pad=1, template_pieces=pieces)
+
+
+def toy_model(seed=0, width=32) -> tuple[FactLanguageModel, FactVocabulary]:
+    vocabulary = toy_vocabulary()
+    generator = torch.Generator().manual_seed(seed)
+    embeddings = spherical_embeddings(len(vocabulary.tokenizer_ids), DIM, generator).float()
+    torch.manual_seed(seed)
+    expert = GatedMLP(DIM, width, DIM, dtype=torch.float32)
+    model = FactLanguageModel(embeddings, expert, DIM ** -0.5, rank=2, projection_hidden=8, router_hidden=4)
+    return model, vocabulary
+
+
+def test_only_the_language_parts_train_and_the_frozen_parts_stay_identical():
+    model, vocabulary = toy_model()
+    frozen = {name: tensor.clone() for name, tensor in model.state_dict().items()
+              if name.startswith(("embedding", "mixture.fact_expert", "mlp_norm", "attention.value", "attention.output"))}
+    trained_before = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    corpus = templated_corpus(vocabulary, torch.arange(N_FACTS), torch.arange(N_FACTS), [0, 1])
+    record = train_language_model(model, corpus, LanguageTraining(batch_size=8, max_epochs=2), torch.Generator().manual_seed(0))
+    assert record["epochs"] == 2 and record["steps"] == 6
+    for name, tensor in model.state_dict().items():
+        if name in frozen:
+            assert torch.equal(tensor, frozen[name]), name
+    assert {name.split(".")[0] for name in trained_before} == {"attention", "mixture", "logit_log_gain"}
+    assert not any(name.startswith("mixture.fact_expert") for name in trained_before)
+    moved = [name for name, p in model.named_parameters() if p.requires_grad and not torch.equal(p, trained_before[name])]
+    assert any("language_expert" in name for name in moved) and any("router" in name for name in moved)
+
+
+def test_the_answer_position_path_equals_the_full_forward_there():
+    model, vocabulary = toy_model()
+    corpus = templated_corpus(vocabulary, torch.arange(N_FACTS), torch.arange(N_FACTS), [0, 1, 2])
+    with torch.no_grad():
+        full_logits, full_weights = model(corpus.tokens)
+        logits, weights = model(corpus.tokens, corpus.answer_positions)
+    rows = torch.arange(len(corpus.tokens))
+    torch.testing.assert_close(logits, full_logits[rows, corpus.answer_positions], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(weights, full_weights[rows, corpus.answer_positions])
+
+
+def test_a_weight_edit_equals_the_target_shift_it_was_solved_for():
+    """ROME makes W' k* = W k* + r exactly, so the edited model's logits at the edited sentence
+    equal those of the unedited model with the shift r added to the fact expert's output."""
+    model, vocabulary = toy_model()
+    layer = output_layer(model.fact_expert)
+    sentence = templated_corpus(vocabulary, torch.arange(N_FACTS).roll(1), torch.tensor([3]), [0])
+    residual = target_residuals(model, sentence, steps=30, learning_rate=0.5)
+    keys = expert_keys(model, sentence, layer)
+    training = templated_corpus(vocabulary, torch.arange(N_FACTS), torch.arange(N_FACTS), [0, 1, 2])
+    second_moment = editors.key_second_moment(expert_keys(model, training, layer)) + 1e-6 * torch.eye(layer.in_features, dtype=torch.float64)
+    original = layer.weight.detach().double().clone()
+    with torch.no_grad():
+        shifted, _ = model(sentence.tokens, sentence.answer_positions, fact_shift=residual.float())
+    set_weight(layer, editors.rome_update(original, keys, residual, second_moment))
+    with torch.no_grad():
+        edited, _ = model(sentence.tokens, sentence.answer_positions)
+    torch.testing.assert_close(edited, shifted, atol=1e-4, rtol=1e-4)
+    set_weight(layer, original)
+    assert torch.equal(layer.weight.double(), original)
+
+
+def test_target_residuals_make_the_model_predict_the_new_author():
+    model, vocabulary = toy_model()
+    new_authors = torch.arange(N_FACTS).roll(1)
+    sentences = templated_corpus(vocabulary, new_authors, torch.arange(4), [0])
+    shift = target_residuals(model, sentences, steps=100, learning_rate=0.5)
+    with torch.no_grad():
+        logits, _ = model(sentences.tokens, sentences.answer_positions, fact_shift=shift.float())
+    assert torch.equal(logits.argmax(dim=1), vocabulary.author_tokens[new_authors[:4]])
+
+
+def test_expert_keys_are_the_hidden_activity_at_the_answer_positions():
+    model, vocabulary = toy_model()
+    corpus = templated_corpus(vocabulary, torch.arange(N_FACTS), torch.arange(N_FACTS), [1])
+    with torch.no_grad():
+        inputs = model.expert_inputs(corpus.tokens, corpus.answer_positions)
+        expected = model.fact_expert.hidden_activity(inputs).double()
+    torch.testing.assert_close(expert_keys(model, corpus, output_layer(model.fact_expert), batch_size=5), expected)
+
+
+def test_edit_blocks_and_permuted_authors():
+    generator = torch.Generator().manual_seed(0)
+    validation = edit_block(100, 0.1, generator)
+    test = edit_block(100, 0.1, generator, exclude=validation)
+    assert len(validation) == len(test) == 10 and not set(validation.tolist()) & set(test.tolist())
+    authors = torch.randperm(100, generator=generator)
+    edited = permuted_authors(authors, test, generator)
+    assert (edited[test] != authors[test]).all()  # no fixed point
+    assert sorted(edited[test].tolist()) == sorted(authors[test].tolist())  # the same authors
+    outside = torch.ones(100, dtype=torch.bool)
+    outside[test] = False
+    assert torch.equal(edited[outside], authors[outside])
+    with pytest.raises(ValueError, match="cannot edit"):
+        edit_block(10, 0.5, generator, exclude=torch.arange(8))
+
+
+def hand_made_corpus(n_facts=4, templates=(0, 1, 2)) -> Corpus:
+    facts = torch.arange(n_facts).repeat(len(templates))
+    template_of = torch.tensor(templates).repeat_interleave(n_facts)
+    tokens = torch.zeros(len(facts), 3, dtype=torch.long)
+    kinds = torch.zeros(len(facts), 3, dtype=torch.int8)
+    kinds[:, 1] = AUTHOR
+    return Corpus(tokens=tokens, target_kinds=kinds, facts=facts, templates=template_of,
+                  answer_positions=torch.ones(len(facts), dtype=torch.long), pad=0)
+
+
+def test_edit_scores_on_hand_made_outcomes():
+    """Facts 0, 1 edited; template 0 the edit template, 2 held out, 1 seen."""
+    corpus = hand_made_corpus()
+    edited = torch.tensor([True, True, False, False])
+    correct = torch.zeros(len(corpus.facts), dtype=torch.bool)
+    correct[(corpus.templates == 0) & (corpus.facts < 2)] = True            # efficacy 1
+    correct[(corpus.templates == 2) & (corpus.facts == 0)] = True           # paraphrase 1/2
+    correct[(corpus.templates < 2) & (corpus.facts >= 2)] = True            # specificity 1 (seen templates)
+    correct[(corpus.templates == 1) & (corpus.facts == 3)] = False          # ... 3/4
+    scores = score_edit(correct, corpus, edited, edit_template=0, held_out=[2], perplexity_ratio=1.5)
+    assert scores["efficacy"] == 1.0 and scores["paraphrase"] == 0.5 and scores["specificity"] == 0.75
+    assert scores["score"] == pytest.approx(3 / (1 + 2 + 4 / 3))
+    assert scores["perplexity_ratio"] == 1.5
+    assert score_edit(torch.zeros_like(correct), corpus, edited, 0, [2], 1.0)["score"] == 0.0
+
+
+def test_perplexity_counts_template_words_only():
+    measured = {"text_nll": torch.tensor([2.0, 4.0]), "text_count": torch.tensor([2, 2])}
+    assert perplexity(measured) == pytest.approx(math.exp(1.5))
+    assert perplexity(measured, torch.tensor([True, False])) == pytest.approx(math.e)
+
+
+def test_evaluate_reports_one_value_per_sentence():
+    model, vocabulary = toy_model()
+    corpus = templated_corpus(vocabulary, torch.arange(N_FACTS), torch.arange(N_FACTS), [0, 2])
+    measured = evaluate(model, corpus, batch_size=7)
+    assert all(len(value) == len(corpus.tokens) for value in measured.values())
+    assert ((measured["fact_weight"] > 0) & (measured["fact_weight"] < 1)).all()
+
+
+def edits_table(swap=(1.0, 0.9, 0.95), best_baseline=(1.0, 0.8, 0.9)) -> pd.DataFrame:
+    rows = []
+    for fraction in (0.02, 0.1):
+        for method, values in (("swap", swap), ("rome", best_baseline), ("memit", (0.5, 0.5, 0.5)),
+                               ("alphaedit", (0.0, 0.0, 0.96))):
+            efficacy, paraphrase, specificity = values
+            score = 0.0 if min(values) == 0 else 3 / sum(1 / v for v in values)
+            rows.append({"method": method, "fraction": fraction, "efficacy": efficacy, "paraphrase": paraphrase,
+                         "specificity": specificity, "score": score, "perplexity_ratio": 1.0})
+    return pd.DataFrame(rows)
+
+
+def test_swap_margins_take_the_best_baseline_and_the_worst_fraction():
+    margins = swap_margins(edits_table())
+    assert margins["efficacy"] == 0.0 and margins["paraphrase"] == pytest.approx(0.1)
+    assert margins["specificity"] == pytest.approx(-0.01)  # AlphaEdit's 0.96 (an edit that did nothing) is the best
+    assert "| swap | 0.02 |" in markdown_table(edits_table())
+
+
+def swap_claim_metrics(table: pd.DataFrame) -> dict:
+    margins = swap_margins(table)
+    return {"swap_efficacy_margin": margins["efficacy"], "swap_paraphrase_margin": margins["paraphrase"],
+            "swap_specificity_margin": margins["specificity"], "swap_score_margin": margins["score"]}
+
+
+def test_the_swap_claim_flips_when_a_baseline_beats_swap():
+    assert claim_verdict("S0.mlp-swap-best", swap_claim_metrics(edits_table())) == "PASS"
+    # a baseline 3 points better on paraphrase: FAIL (within 2 points is allowed)
+    assert claim_verdict("S0.mlp-swap-best", swap_claim_metrics(edits_table(best_baseline=(1.0, 0.93, 0.9)))) == "FAIL"
+    # swap 3 points worse on specificity than a baseline that hardly edits: FAIL, though best on the harmonic mean
+    assert claim_verdict("S0.mlp-swap-best", swap_claim_metrics(edits_table(swap=(1.0, 0.9, 0.94)))) == "FAIL"
+    # swap worse on the harmonic mean alone (every score within 2 points): FAIL
+    assert claim_verdict("S0.mlp-swap-best", swap_claim_metrics(edits_table(swap=(0.99, 0.79, 0.95), best_baseline=(1.0, 0.8, 0.96)))) == "FAIL"
+
+
+def test_the_recall_claim_flips_at_its_range():
+    assert claim_verdict("S0.lm-recall", {"lm_recall_seen": 0.96, "router_weight_gap": 0.3}) == "PASS"
+    assert claim_verdict("S0.lm-recall", {"lm_recall_seen": 0.94, "router_weight_gap": 0.3}) == "FAIL"
+    assert claim_verdict("S0.lm-recall", {"lm_recall_seen": 0.99, "router_weight_gap": -0.01}) == "FAIL"
+
+
+def test_the_baseline_grid_is_every_setting_at_every_target_learning_rate():
+    grid = {"target_steps": 5, "target_learning_rate": [0.1, 1.0], "memit_ridge": [1, 10, 100], "alphaedit_threshold": [0.01]}
+    settings = baseline_settings(grid)
+    assert len(settings) == 2 * (1 + 3 + 1)
+    assert {s["method"] for s in settings} == {"rome", "memit", "alphaedit"}
+
+
+@pytest.mark.workflow
+def test_smoke_config_yields_the_table_every_figure_and_both_claims(smoke_run):
+    """The smoke run of the whole workflow (the session fixture of conftest.py, in a fresh copy of the tree)."""
+    from factstore.plots.editing import FIGURES
+
+    for name in FIGURES:
+        png = smoke_run / f"figures/editing_{name}.png"
+        assert png.stat().st_size > 10_000 and png.with_suffix(".pdf").is_file()
+    table = pd.read_csv(smoke_run / "results/editing/table.csv")
+    assert set(table.method) == {"swap", "rome", "memit", "alphaedit"} and len(table) == 4 * table.fraction.nunique()
+    assert (table[["efficacy", "paraphrase", "specificity", "score"]].apply(lambda c: c.between(0, 1)).all()).all()
+    assert "| swap |" in (smoke_run / "results/editing/table.md").read_text()
+    records = {r["id"]: r for r in json.loads((smoke_run / "results/claims.json").read_text())}
+    assert records["S0.lm-recall"]["status"] in {"PASS", "FAIL"}
+    assert records["S0.mlp-swap-best"]["status"] in {"PASS", "FAIL"}

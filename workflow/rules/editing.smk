@@ -1,0 +1,116 @@
+# A language model that reads facts from a frozen fact-storing MLP, and fact editing
+# (SPEC S0 "Language modelling and fact editing").
+#
+# One training job (facts, tokenizer, fact expert, the language model), one editing job per
+# edit fraction (MLP swap, ROME, MEMIT, AlphaEdit on the same facts, each baseline tuned on a
+# validation block), a summary with the method x edit-fraction table, and ONE figure rule.
+
+EDITING = config["editing"]
+# Settings the training and the editing jobs share (the edit jobs rebuild the expert to swap it).
+EDITING_SHARED = {key: EDITING[key] for key in ("seed", "held_out_templates", "fact_expert")}
+
+
+rule editing:
+    """Every result of the language-model and editing study (its figures: `snakemake figures`)."""
+    input:
+        "results/editing/metrics.csv",
+
+
+rule editing_train:
+    output:
+        model="results/editing/language_model.pt",
+        recall="results/editing/recall.csv",
+        language_model="results/editing/language_model.csv",
+    input:
+        facts=DATA_TABLES["goodreads_facts"],
+        code=step_code("editing"),
+    params:
+        step="editing.train",
+        json=as_json(EDITING_SHARED, **{key: EDITING[key] for key in ("n_facts", "dim", "model", "training")}),
+        io=runner_io,
+    threads: config["threads"]
+    resources:
+        gpu=1,
+    log:
+        "logs/editing/train.log",
+    shell:
+        STEP
+
+
+rule editing_edit:
+    output:
+        edits="results/editing/edits_f{fraction}.csv",
+        grid="results/editing/grid_f{fraction}.csv",
+    wildcard_constraints:
+        fraction=r"0\.[0-9]+",
+    input:
+        model=rules.editing_train.output.model,
+        code=step_code("editing"),
+    params:
+        step="editing.edit",
+        json=lambda w: as_json(EDITING_SHARED, grid=EDITING["grid"], perplexity_sentences=EDITING["perplexity_sentences"],
+                               fraction=float(w.fraction)),
+        io=runner_io,
+    threads: config["threads"]
+    resources:
+        gpu=1,
+    log:
+        "logs/editing/edit_f{fraction}.log",
+    shell:
+        STEP
+
+
+EDITING_EDITS = named_outputs(rules.editing_edit.output.edits, {f"edits_{f:g}".replace(".", "_"): {"fraction": f"{f:g}"} for f in EDITING["fractions"]})
+EDITING_GRIDS = named_outputs(rules.editing_edit.output.grid, {f"grid_{f:g}".replace(".", "_"): {"fraction": f"{f:g}"} for f in EDITING["fractions"]})
+
+
+rule editing_summary:
+    output:
+        table="results/editing/table.csv",
+        table_markdown="results/editing/table.md",
+        metrics="results/editing/metrics.csv",
+    input:
+        **EDITING_EDITS,
+        recall=rules.editing_train.output.recall,
+        language_model=rules.editing_train.output.language_model,
+        code=step_code("editing"),
+    params:
+        step="editing.summary",
+        json=as_json({}),
+        io=runner_io,
+    log:
+        "logs/editing/summary.log",
+    shell:
+        STEP
+
+
+METRICS["editing"] = rules.editing_summary.output.metrics
+
+# figure name (a key of factstore.plots.editing.FIGURES) -> the tables it reads, by name.
+EDITING_FIGURE_INPUTS = {
+    "scores": {"table": rules.editing_summary.output.table},
+    "recall": {"recall": rules.editing_train.output.recall, "language_model": rules.editing_train.output.language_model},
+    "grid": EDITING_GRIDS,
+}
+FIGURES += figure_files("editing", EDITING_FIGURE_INPUTS)
+
+
+rule editing_figure:
+    """One figure of the study: figures/editing_{figure}.png and .pdf."""
+    output:
+        png=figure_report("editing", "S0 language modelling and fact editing"),
+        pdf="figures/editing_{figure}.pdf",
+    wildcard_constraints:
+        figure="|".join(EDITING_FIGURE_INPUTS),
+    input:
+        unpack(lambda w: EDITING_FIGURE_INPUTS[w.figure]),
+        code=figure_code("editing"),
+    params:
+        step="figures.draw",
+        json=lambda w: as_json({"fractions": EDITING["fractions"]}, study="editing", figure=w.figure),
+        io=runner_io,
+        **figure_report_params("editing"),
+    log:
+        "logs/editing/figure_{figure}.log",
+    shell:
+        STEP
