@@ -16,7 +16,7 @@ from factstore.editing import editors
 from factstore.editing.corpus import AUTHOR, Corpus, templated_corpus
 from factstore.editing.model import FactLanguageModel
 from factstore.editing.protocol import (
-    edit_block, expert_keys, permuted_authors, score_edit, set_weight, target_residuals,
+    clamp_residuals, edit_block, expert_keys, permuted_authors, score_edit, set_weight, target_residuals,
 )
 from factstore.editing.training import LanguageTraining, evaluate, perplexity, train_language_model
 from factstore.editing.vocabulary import FactVocabulary
@@ -215,9 +215,10 @@ def test_the_recall_claim_flips_at_its_range():
 
 
 def test_the_baseline_grid_is_every_setting_at_every_target_learning_rate():
-    grid = {"target_steps": 5, "target_learning_rate": [0.1, 1.0], "memit_ridge": [1, 10, 100], "alphaedit_threshold": [0.01]}
+    grid = {"target_steps": 5, "target_learning_rate": [0.1, 1.0], "residual_clamp": [1.0, None], "memit_ridge": [1, 10, 100],
+            "alphaedit_threshold": [0.01]}
     settings = baseline_settings(grid)
-    assert len(settings) == 2 * (1 + 3 + 1)
+    assert len(settings) == 2 * 2 * (1 + 3 + 1)
     assert {s["method"] for s in settings} == {"rome", "memit", "alphaedit"}
 
 
@@ -236,3 +237,12 @@ def test_smoke_config_yields_the_table_every_figure_and_both_claims(smoke_run):
     records = {r["id"]: r for r in json.loads((smoke_run / "results/claims.json").read_text())}
     assert records["S0.lm-recall"]["status"] in {"PASS", "FAIL"}
     assert records["S0.mlp-swap-best"]["status"] in {"PASS", "FAIL"}
+
+
+def test_clamp_caps_each_residual_relative_to_its_current_output():
+    residuals = torch.tensor([[3.0, 4.0], [0.1, 0.0]], dtype=torch.float64)
+    outputs = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    clamped = clamp_residuals(residuals, outputs, 2.0)
+    assert clamped[0].norm() == pytest.approx(2.0) and torch.allclose(clamped[0] / 2.0, residuals[0] / 5.0)
+    assert torch.equal(clamped[1], residuals[1])  # already below the cap
+    assert torch.equal(clamp_residuals(residuals, outputs, None), residuals)

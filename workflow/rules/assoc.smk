@@ -71,7 +71,7 @@ rule assoc_rank:
         json=lambda w: as_json(
             {k: v for k, v in ASSOC["trained"].items() if k not in ("d", "decoupled_d", "alphas")},
             alphas=ASSOC["rank"]["alphas"], d=int(w.d), problem="original",
-            rank_fraction=float(w.kappa), seed=ASSOC["seed"],
+            rank_fraction=float(w.kappa), seed=ASSOC["seed"], **ASSOC["rank"]["training"],
         ),
         io=runner_io,
     threads: config["threads"]
@@ -99,7 +99,7 @@ rule assoc_rank_check:
         json=lambda w: as_json(
             {k: v for k, v in ASSOC["trained"].items() if k not in ("d", "decoupled_d", "alphas")},
             alphas=ASSOC["rank"]["alphas"], window=ASSOC["rank"]["check_window"], d=int(w.d),
-            rank_fraction=float(w.kappa), seed=ASSOC["seed"],
+            rank_fraction=float(w.kappa), seed=ASSOC["seed"], **ASSOC["rank"]["training"],
         ),
         io=runner_io,
     threads: config["threads"]

@@ -14,7 +14,7 @@ on the fact expert's output projection W (the "edit layer"), with
 - residuals: r = v* - W k, the change of the expert's output that makes the model predict the
   new author on the edit template, found by Adam on a shift added to the expert's output at the
   answer position (ROME's "v*" optimisation; one independent shift per edited fact, optimised
-  in one batch).
+  in one batch), optionally capped relative to the current output (`clamp_residuals`).
 
 Scores (the standard names; the seed's summary swaps efficacy and specificity, SPEC S0):
 efficacy = recall of the NEW authors of edited facts on the edit template; paraphrase = the same
@@ -89,6 +89,17 @@ def target_residuals(model: FactLanguageModel, corpus: Corpus, steps: int, learn
         loss.backward()
         optimizer.step()
     return shift.detach().to("cpu", torch.float64)
+
+
+def clamp_residuals(residuals: Tensor, outputs: Tensor, clamp: float | None) -> Tensor:
+    """Residuals (n, d) with each row's norm capped at clamp x the norm of the current output W k
+    (n, d) of its key; unchanged when clamp is None. Large v* shifts overwrite more of what the
+    layer computes for other keys; capping them trades efficacy for specificity (MEMIT's clamp)."""
+    if clamp is None:
+        return residuals
+    limit = clamp * outputs.norm(dim=1, keepdim=True)
+    norms = residuals.norm(dim=1, keepdim=True)
+    return residuals * torch.clamp(limit / norms.clamp(min=1e-30), max=1.0)
 
 
 def set_weight(layer: nn.Linear, weight: Tensor) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import time
+from itertools import product
 from pathlib import Path
 
 import pandas as pd
@@ -29,7 +30,7 @@ from factstore.editing import editors
 from factstore.editing.corpus import Corpus, templated_corpus
 from factstore.editing.model import FactLanguageModel
 from factstore.editing.protocol import (
-    edit_block, edit_scores, expert_keys, permuted_authors, set_weight, target_residuals,
+    clamp_residuals, edit_block, edit_scores, expert_keys, permuted_authors, set_weight, target_residuals,
 )
 from factstore.editing.templates import EDIT_TEMPLATE, TEMPLATES, split_templates
 from factstore.editing.training import LanguageTraining, evaluate, perplexity, train_language_model
@@ -154,14 +155,14 @@ def load_trained(path: Path, device) -> dict:
 
 
 def baseline_settings(grid: dict) -> list[dict]:
-    """Every hyper-parameter setting of the grid: target learning rate x each method's own knob."""
+    """Every hyper-parameter setting of the grid: target learning rate x residual clamp (None: no
+    clamp) x each method's own knob (MEMIT's ridge, AlphaEdit's null-space threshold)."""
     settings = []
-    for learning_rate in grid["target_learning_rate"]:
-        settings.append({"method": "rome", "target_learning_rate": learning_rate})
-        settings += [{"method": "memit", "target_learning_rate": learning_rate, "ridge": ridge}
-                     for ridge in grid["memit_ridge"]]
-        settings += [{"method": "alphaedit", "target_learning_rate": learning_rate, "threshold": threshold}
-                     for threshold in grid["alphaedit_threshold"]]
+    for learning_rate, clamp in product(grid["target_learning_rate"], grid["residual_clamp"]):
+        shared = {"target_learning_rate": learning_rate, "clamp": clamp}
+        settings.append({"method": "rome", **shared})
+        settings += [{"method": "memit", **shared, "ridge": ridge} for ridge in grid["memit_ridge"]]
+        settings += [{"method": "alphaedit", **shared, "threshold": threshold} for threshold in grid["alphaedit_threshold"]]
     return settings
 
 
@@ -214,6 +215,7 @@ class Editor:
         """Apply one baseline setting, score it, restore the weight."""
         started = time.perf_counter()
         keys, residuals = inputs[setting["target_learning_rate"]]
+        residuals = clamp_residuals(residuals, keys @ self.original.T, setting.get("clamp"))
         weight, null_space = self.weight_edit(setting, keys, residuals, block)
         set_weight(self.layer, weight)
         try:
@@ -243,8 +245,8 @@ def edit(params: dict, inputs: dict[str, Path], context) -> dict:
     for method in BASELINES:
         candidates = grid[grid["method"] == method]
         best = candidates.loc[candidates["score"].idxmax()]
-        setting = {key: best[key] for key in ("method", "target_learning_rate", "ridge", "threshold")
-                   if key in best and pd.notna(best[key])}
+        setting = {key: None if pd.isna(best[key]) else best[key]
+                   for key in ("method", "target_learning_rate", "clamp", "ridge", "threshold") if key in best}
         test_inputs = {setting["target_learning_rate"]: editor.edit_inputs(test_authors, test,
                                                                            setting["target_learning_rate"])}
         rows.append({**setting, **editor.run(setting, test_authors, test, test_inputs),
