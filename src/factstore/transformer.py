@@ -160,11 +160,8 @@ class FactTransformer(nn.Module):
         rope_base: float = 10_000.0, attention_residual: bool = False, mlp_residual: bool = False,
     ) -> None:
         super().__init__()
-        vocabulary, dim = embeddings.shape
-        self.embedding = nn.Embedding(vocabulary, dim)
-        with torch.no_grad():
-            self.embedding.weight.copy_(embeddings)
-        self.embedding.weight.requires_grad_(False)
+        dim = embeddings.shape[1]
+        self.embedding = nn.Embedding.from_pretrained(embeddings.detach().float().clone(), freeze=True)
         self.attention = CausalSelfAttention(dim, n_head, rope_base)
         self.mlp_norm = ScalarRMSNorm(mlp_input_scale)
         self.mlp = frozen_copy(mlp)

@@ -83,11 +83,8 @@ class FactLanguageModel(nn.Module):
         projection_hidden: int = 64, router_hidden: int = 32, rope_base: float = 10_000.0,
     ) -> None:
         super().__init__()
-        vocabulary, dim = embeddings.shape
-        self.embedding = nn.Embedding(vocabulary, dim)
-        with torch.no_grad():
-            self.embedding.weight.copy_(embeddings)
-        self.embedding.weight.requires_grad_(False)
+        dim = embeddings.shape[1]
+        self.embedding = nn.Embedding.from_pretrained(embeddings.detach().float().clone(), freeze=True)
         self.attention = CausalSelfAttention(dim, 1, rope_base, projection_hidden=projection_hidden)
         self.mlp_norm = ScalarRMSNorm(mlp_input_scale)
         self.mixture = ExpertMixture(fact_expert, dim, rank, router_hidden)
