@@ -80,7 +80,7 @@ def recall(tables: dict[str, pd.DataFrame], params: dict):
 def grid(tables: dict[str, pd.DataFrame], params: dict):
     """Validation score of every hyper-parameter setting of each baseline, per edit fraction: the
     grid the reported setting was chosen from (MEMIT's ridge lambda, AlphaEdit's null-space
-    threshold, each at every learning rate of the target optimisation).
+    threshold, each at every learning rate and clamp of the target optimisation).
 
     tables: grid_<fraction> (editing.edit), one per edit fraction.
     """
@@ -90,10 +90,11 @@ def grid(tables: dict[str, pd.DataFrame], params: dict):
     colours = style.palette([f"{100 * f:g}% edited" for f in fractions])
     for ax, (method, knob, label) in zip(axes[0], (("memit", "ridge", r"MEMIT ridge $\lambda$"),
                                                    ("alphaedit", "threshold", "AlphaEdit null-space threshold"))):
-        rows = table[table.method == method]
-        for (fraction, rate), curve in rows.groupby(["fraction", "target_learning_rate"]):
+        rows = table[table.method == method].assign(clamp=lambda frame: frame["clamp"].fillna(0) if "clamp" in frame else 0)
+        for (fraction, rate, clamp), curve in rows.groupby(["fraction", "target_learning_rate", "clamp"]):
             curve = curve.sort_values(knob)
-            ax.plot(curve[knob], curve.score, marker="o", ms=3, color=colours[f"{100 * fraction:g}% edited"],
+            ax.plot(curve[knob], curve.score, marker="s" if clamp else "o", ms=3,
+                    color=colours[f"{100 * fraction:g}% edited"],
                     linestyle="-" if rate == rows.target_learning_rate.max() else ":",
                     label=f"{100 * fraction:g}% edited")
         rome = table[table.method == "rome"]
@@ -104,8 +105,8 @@ def grid(tables: dict[str, pd.DataFrame], params: dict):
         ax.set_title(METHOD_LABELS[method])
     axes[0][0].set_ylabel("validation score (harmonic mean)")
     style.shared_legend(fig, axes)
-    style.caption(fig, "solid: the largest target learning rate, dotted: the others; thin lines: ROME's best; "
-                       "AlphaEdit's null space can be empty (no edit) when the preserved keys span the key space")
+    style.caption(fig, "solid: the largest target learning rate, dotted: the others; squares: residuals clamped, circles: "
+                       "not; thin lines: ROME's best; AlphaEdit's null space is empty (no edit) when the preserved keys span the key space")
     return fig
 
 
