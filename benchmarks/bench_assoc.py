@@ -22,8 +22,10 @@ import time
 
 import torch
 
-from factstore import assoc, io, provenance
+from factstore import assoc, provenance
 from factstore.device import select_device
+
+from common import write_report
 
 
 def matmul_throughput(n: int, device: torch.device, repeats: int = 5) -> float:
@@ -78,9 +80,7 @@ def step_timing(args, device: torch.device) -> None:
               "job_lower_bound_s": lower_bound_s,
               "job_upper_bound_s": sum(r["seconds_per_step"] * trained["max_steps"] for r in rows)}
     path = f"results/benchmarks/assoc_d{d}.json"
-    io.write_json(report, path)
-    io.write_json(provenance.collect(step="benchmarks/bench_assoc.py", params=vars(args), inputs={}, device=device,
-                                     threads=args.threads, wall_time_s=lower_bound_s), io.sidecar_path(path))
+    write_report(report, path, "benchmarks/bench_assoc.py", vars(args), device, args.threads, lower_bound_s)
     print(f"trained-W job at d = {d} ({len(rows)} loads, {seeds} seeds): at least {lower_bound_s / 60:.0f} min, "
           f"at most {report['job_upper_bound_s'] / 60:.0f} min on {args.threads} thread(s)")
 
@@ -129,9 +129,7 @@ def main() -> None:
     }
     report["evaluation"]["fraction_of_matmul"] = report["evaluation"]["gflops"] / report["matmul_gflops_2048"]
     path = "results/benchmarks/assoc.json"
-    io.write_json(report, path)
-    io.write_json(provenance.collect(step="benchmarks/bench_assoc.py", params=vars(args), inputs={}, device=device,
-                                     threads=args.threads, wall_time_s=training_s + evaluation_s), io.sidecar_path(path))
+    write_report(report, path, "benchmarks/bench_assoc.py", vars(args), device, args.threads, training_s + evaluation_s)
     print(f"training d={d} alpha={alpha} p={p} x{args.seeds} seeds: {result.steps} steps, {training_s:.1f} s "
           f"({1000 * training_s / result.steps:.0f} ms/step), accuracy {result.best_accuracy.tolist()}")
     print(f"evaluation: {evaluation_s * 1000:.0f} ms, {report['evaluation']['gflops']:.1f} GFLOP/s "

@@ -14,10 +14,12 @@ import time
 
 import torch
 
-from factstore import io, provenance
+from factstore import provenance
 from factstore.attention.capacity import TrainSettings, attention_capacity, fit_sizes
 from factstore.attention.model import CONTEXT_KINDS, AttentionShape, make_dataset
 from factstore.device import select_device
+
+from common import write_report
 
 
 def _synchronise(device: torch.device) -> None:
@@ -74,9 +76,7 @@ def main() -> None:
                          "sizes": [size // 2, size]},
     }
     path = "results/benchmarks/attention.json"
-    io.write_json(report, path)
-    io.write_json(provenance.collect(step="benchmarks/bench_attention.py", params=vars(args), inputs={}, device=device,
-                                     threads=args.threads, wall_time_s=search_s), io.sidecar_path(path))
+    write_report(report, path, "benchmarks/bench_attention.py", vars(args), device, args.threads, search_s)
     print(f"capacity search H={args.heads} d={args.d} d_h={args.d_head} n={args.n_context} ({args.context}): "
           f"N* = {search.capacity} (failed at {search.smallest_failure}), {len(fits)} models, "
           f"{report['search']['training_steps']} steps, {search_s:.1f} s")

@@ -14,9 +14,11 @@ import time
 
 import torch
 
-from factstore import io, provenance
+from factstore import provenance
 from factstore.committee import architectures, backprop, least_action, patterns
 from factstore.device import select_device
+
+from common import write_report
 
 
 def _synchronise(device: torch.device) -> None:
@@ -61,9 +63,7 @@ def main() -> None:
     runs = [throughput(solver, args.n, 2.8, args.instances, args.epochs, device) for solver in ("backprop", "least_action")]
     report = {"device": provenance.describe_device(device), "threads": args.threads, "runs": runs}
     path = "results/benchmarks/committee.json"
-    io.write_json(report, path)
-    io.write_json(provenance.collect(step="benchmarks/bench_committee.py", params=vars(args), inputs={}, device=device,
-                                     threads=args.threads, wall_time_s=sum(r["seconds"] for r in runs)), io.sidecar_path(path))
+    write_report(report, path, "benchmarks/bench_committee.py", vars(args), device, args.threads, sum(r["seconds"] for r in runs))
     for r in runs:
         print(f"{r['solver']}: K = 3, N = {r['n']}, P = {r['patterns']}, {r['instances']} instances x {r['epochs']} epochs "
               f"in {r['seconds']:.1f} s = {r['instance_epochs_per_second']:,.0f} instance-epochs/s")

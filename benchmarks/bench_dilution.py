@@ -22,6 +22,8 @@ from factstore.device import select_device
 from factstore.dilution import mlm
 from factstore.dilution.pruning import prune_by_magnitude
 
+from common import write_report
+
 
 def _synchronise(device: torch.device) -> None:
     if device.type == "cuda":
@@ -105,10 +107,7 @@ def main() -> None:
                            "masked_tokens": int((labels != mlm.IGNORE).sum())},
     }
     path = "results/benchmarks/dilution.json"
-    io.write_json(report, path)
-    io.write_json(provenance.collect(step="benchmarks/bench_dilution.py", params=vars(args), inputs={}, device=device,
-                                     threads=args.threads, wall_time_s=(masked_only_s + full_s) * args.steps + sweep_s),
-                  io.sidecar_path(path))
+    write_report(report, path, "benchmarks/bench_dilution.py", vars(args), device, args.threads, (masked_only_s + full_s) * args.steps + sweep_s)
     print(f"MLM, logits at masked positions: {masked_only_s:.3f} s/step ({masked_only_cpu_s:.3f} CPU-s), "
           f"{tokens_per_step / masked_only_s:,.0f} tokens/s ({tokens_per_step / masked_only_cpu_s:,.0f} per CPU-s)")
     print(f"MLM, logits at every position:   {full_s:.3f} s/step ({full_cpu_s:.3f} CPU-s), "

@@ -14,12 +14,11 @@ expert (GD training), plus the peak memory.
 from __future__ import annotations
 
 import argparse
-import resource
 import time
 
 import torch
 
-from factstore import io, provenance
+from factstore import provenance
 from factstore.device import derived_generator, select_device
 from factstore.editing import editors
 from factstore.editing.corpus import templated_corpus
@@ -31,6 +30,8 @@ from factstore.editing.vocabulary import FactVocabulary
 from factstore.facts import FactSet, normalize_rows, spherical_embeddings
 from factstore.mlp import gd
 from factstore.mlp.modules import GatedMLP, output_layer
+
+from common import peak_memory_mb, write_report
 
 # (facts, d, expert width, query/key MLP width, router width, batch): the default and paper configs.
 SIZES = {"default": (512, 64, 128, 64, 32, 256), "paper": (16384, 512, 2048, 512, 128, 2048)}
@@ -45,12 +46,6 @@ def synthetic_vocabulary(n_facts: int, generator: torch.Generator) -> FactVocabu
                    for _ in TEMPLATES)
     return FactVocabulary(tokenizer_ids=torch.arange(2 + WORDS + 2 * n_facts), book_tokens=books,
                           author_tokens=books + n_facts, bos=0, pad=1, template_pieces=pieces)
-
-
-def peak_memory_mb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def timed(function, device):
@@ -120,9 +115,7 @@ def main() -> None:
               f"tokens/s ({run['training_steps']} steps); per 100 edits: {edits}; swap expert (300 GD steps) "
               f"{run['swap_expert_300_gd_steps_s']:.1f} s; peak {run['peak_memory_mb']:.0f} MB", flush=True)
     path = "results/benchmarks/editing.json"
-    io.write_json(report, path)
-    io.write_json(provenance.collect(step="benchmarks/bench_editing.py", params=vars(args), inputs={}, device=device,
-                                     threads=args.threads, wall_time_s=time.perf_counter() - started), io.sidecar_path(path))
+    write_report(report, path, "benchmarks/bench_editing.py", vars(args), device, args.threads, time.perf_counter() - started)
 
 
 if __name__ == "__main__":

@@ -11,17 +11,18 @@ allocator's peak; CPU: the process's peak resident set).
 from __future__ import annotations
 
 import argparse
-import resource
 import time
 
 import torch
 
-from factstore import io, provenance
+from factstore import provenance
 from factstore.device import derived_generator, select_device
 from factstore.experiments.usability import build_mlp, make_task, two_maps
 from factstore.mlp.modules import module_accuracy
 from factstore.usability.task import gaussian_embeddings, mlp_fact_set
 from factstore.usability.training import TrainingSettings, usability
+
+from common import peak_memory_mb, write_report
 
 # (d, F, NTK width): the default study's largest F at d = 64 and the seed's d = 128 at F = 2^12.
 SIZES = {"default": (64, 256, 8192), "paper": (128, 4096, 65536)}
@@ -30,12 +31,6 @@ SETTINGS = {  # the default and paper configs
     "paper": TrainingSettings(learning_rate=0.01, warmup_steps=50, batch_size=4096, max_steps=4000, patience=1000, eval_repeats=4),
 }
 LENGTHS = {"prefix_min": 8, "prefix_max": 16, "suffix_min": 8, "suffix_max": 16}
-
-
-def peak_memory_mb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def one_evaluation(size: str, device: torch.device) -> dict:
@@ -79,9 +74,7 @@ def main() -> None:
               f"ms/step, stop: {run['stop']}), plain {run['plain_recall']:.4f}, fact-adaptive {run['fact_adaptive']:.4f}, "
               f"peak {run['peak_memory_mb']:.0f} MB", flush=True)
     path = "results/benchmarks/usability.json"
-    io.write_json(report, path)
-    io.write_json(provenance.collect(step="benchmarks/bench_usability.py", params=vars(args), inputs={}, device=device,
-                                     threads=args.threads, wall_time_s=time.perf_counter() - started), io.sidecar_path(path))
+    write_report(report, path, "benchmarks/bench_usability.py", vars(args), device, args.threads, time.perf_counter() - started)
 
 
 if __name__ == "__main__":
