@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scipy.integrate import quad
 
 from factstore import assoc
+from factstore.statistics import first_crossing_below
 from factstore.experiments import assoc as steps
 
 
@@ -103,11 +104,11 @@ def test_normalised_singular_values_have_unit_mean_square():
     assert assoc.ks_distance(big.numpy().ravel(), assoc.quarter_circle_cdf) < 0.05
 
 
-def test_threshold_crossing_interpolates_and_refuses_to_extrapolate():
+def test_first_crossing_interpolates_and_refuses_to_extrapolate():
     alphas = np.array([0.2, 0.4, 0.6, 0.8])
-    assert assoc.threshold_crossing(alphas, np.array([1, 1, 0.5, 0.1]), 0.75) == pytest.approx(0.5)
-    assert math.isnan(assoc.threshold_crossing(alphas, np.array([1, 1, 1, 1.0]), 0.99))
-    assert math.isnan(assoc.threshold_crossing(alphas, np.array([0.5, 0.4, 0.3, 0.2]), 0.99))
+    assert first_crossing_below(alphas, np.array([1, 1, 0.5, 0.1]), 0.75) == pytest.approx(0.5)
+    assert math.isnan(first_crossing_below(alphas, np.array([1, 1, 1, 1.0]), 0.99))
+    assert math.isnan(first_crossing_below(alphas, np.array([0.5, 0.4, 0.3, 0.2]), 0.99))
 
 
 @settings(deadline=None)

@@ -13,7 +13,7 @@ import torch
 from factstore import claims
 from factstore.committee import architectures, backprop, capacity, least_action, multi_output, patterns, separability
 from factstore.committee.architectures import Architecture
-from factstore.statistics import power_law_fit
+from factstore.statistics import first_crossing_below, power_law_fit
 from conftest import REPOSITORY
 
 
@@ -87,7 +87,7 @@ def test_perceptron_capacity_near_two_with_the_exact_solver():
         count = patterns.patterns_for_load(alpha, n)
         x, y, _ = patterns.load_batch([count] * instances, n, generator)
         fractions.append(np.mean([separability.linearly_separable(x[b].numpy(), y[b].numpy()) for b in range(instances)]))
-    assert 1.6 <= capacity.half_crossing(alphas, fractions) <= 2.4
+    assert 1.6 <= first_crossing_below(alphas, fractions, 0.5) <= 2.4
 
 
 def test_solvers_embed_easy_instances_and_report_them_at_their_own_index():
@@ -104,10 +104,10 @@ def test_solvers_embed_easy_instances_and_report_them_at_their_own_index():
     assert result.embedded.tolist() == [True, False, True, False]
 
 
-def test_half_crossing_and_extrapolation():
-    assert capacity.half_crossing([1, 2, 3], [1.0, 0.6, 0.2]) == pytest.approx(2.25)
-    assert math.isnan(capacity.half_crossing([1, 2, 3], [0.4, 0.2, 0.0]))  # grid starts too high
-    assert math.isnan(capacity.half_crossing([1, 2, 3], [1.0, 0.9, 0.8]))  # grid stops too low
+def test_first_crossing_at_one_half_and_extrapolation():
+    assert first_crossing_below([1, 2, 3], [1.0, 0.6, 0.2], 0.5) == pytest.approx(2.25)
+    assert math.isnan(first_crossing_below([1, 2, 3], [0.4, 0.2, 0.0], 0.5))  # grid starts too high
+    assert math.isnan(first_crossing_below([1, 2, 3], [1.0, 0.9, 0.8], 0.5))  # grid stops too low
     n = np.array([30, 60, 120])
     fit = capacity.extrapolate_in_inverse_n(n, 2.9 - 12 / n)
     assert fit.intercept == pytest.approx(2.9) and fit.slope == pytest.approx(-12)

@@ -218,25 +218,6 @@ def ks_distance(samples: np.ndarray, cdf) -> float:
     return float(kstest(np.asarray(samples, dtype=float), cdf).statistic)
 
 
-def threshold_crossing(alphas: np.ndarray, accuracy: np.ndarray, threshold: float) -> float:
-    """The load at which a (roughly decreasing) accuracy curve first falls below `threshold`.
-
-    Linear interpolation between the last grid point at or above the threshold and the first one
-    below it. Returns nan when the curve starts below the threshold or never falls below it
-    within the grid: then the capacity is not measured, and no number pretends it is.
-    """
-    order = np.argsort(alphas)
-    alphas, accuracy = np.asarray(alphas, float)[order], np.asarray(accuracy, float)[order]
-    if accuracy[0] < threshold:
-        return float("nan")
-    below = np.flatnonzero(accuracy < threshold)
-    if below.size == 0:
-        return float("nan")
-    i = below[0]
-    a0, a1, y0, y1 = alphas[i - 1], alphas[i], accuracy[i - 1], accuracy[i]
-    return float(a0 + (y0 - threshold) * (a1 - a0) / (y0 - y1))
-
-
 def extrapolate_capacity(capacities: np.ndarray, facts_at_capacity: np.ndarray) -> tuple[float, float]:
     """Fit alpha_c(d) = alpha_inf + b / ln p_c and return (alpha_inf, b): the d -> infinity estimate."""
     x = 1.0 / np.log(np.asarray(facts_at_capacity, float))

@@ -73,3 +73,21 @@ def spearman(x, y) -> float:
     if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return math.nan
     return float(spearmanr(x, y).statistic)
+
+
+def first_crossing_below(x, y, level: float) -> float:
+    """The x at which a (roughly decreasing) curve y(x) first falls below `level`: linear
+    interpolation between the last grid point at or above it and the first one below.
+
+    NaN when the curve starts below `level` or never falls below it within the grid: a crossing
+    outside the grid is not guessed. The points may come in any order (they are sorted by x).
+    """
+    order = np.argsort(np.asarray(x, dtype=float))
+    x, y = np.asarray(x, dtype=float)[order], np.asarray(y, dtype=float)[order]
+    below = np.flatnonzero(y < level)
+    if below.size == 0 or below[0] == 0:
+        return math.nan
+    i = below[0]
+    x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
+    return float(x0 + (y0 - level) * (x1 - x0) / (y0 - y1))
+

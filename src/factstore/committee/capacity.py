@@ -9,30 +9,9 @@ a line through (1 / N, alpha_c(N)).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from factstore.statistics import LineFit, linear_fit
-
-
-def half_crossing(alphas, fractions, level: float = 0.5) -> float:
-    """The alpha where the embedded fraction first falls below `level`, by linear interpolation
-    between the last grid point at or above it and the next one.
-
-    NaN when the whole grid is below `level` (the grid starts too high) or none of it is (it
-    stops too low): a capacity outside the grid is not guessed.
-    """
-    alphas = np.asarray(alphas, dtype=float)
-    fractions = np.asarray(fractions, dtype=float)
-    order = np.argsort(alphas)
-    alphas, fractions = alphas[order], fractions[order]
-    below = np.flatnonzero(fractions < level)
-    if below.size == 0 or below[0] == 0:
-        return math.nan
-    i = below[0]
-    a0, a1, f0, f1 = alphas[i - 1], alphas[i], fractions[i - 1], fractions[i]
-    return float(a0 + (f0 - level) / (f0 - f1) * (a1 - a0))
 
 
 def extrapolate_in_inverse_n(n_values, capacities) -> LineFit:

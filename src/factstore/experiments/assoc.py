@@ -15,7 +15,7 @@ from factstore import assoc
 from factstore.device import derived_generator
 from factstore.io import concat_tables, read_table
 from factstore.metrics import MetricsTable
-from factstore.statistics import spearman
+from factstore.statistics import first_crossing_below, spearman
 
 
 def hebbian(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
@@ -147,7 +147,7 @@ def capacities(curves: pd.DataFrame, threshold: float, keys: list[str]) -> pd.Da
     rows = []
     for group, curve in curves.groupby(keys):
         mean = curve.groupby("alpha", as_index=False)["accuracy"].mean()
-        alpha_c = assoc.threshold_crossing(mean["alpha"].to_numpy(), mean["accuracy"].to_numpy(), threshold)
+        alpha_c = first_crossing_below(mean["alpha"].to_numpy(), mean["accuracy"].to_numpy(), threshold)
         d = int(curve["d"].iloc[0])
         p_c = assoc.facts_for_load(alpha_c, d) if np.isfinite(alpha_c) else np.nan
         rows.append(dict(zip(keys, group if isinstance(group, tuple) else (group,))) | {"alpha_c": alpha_c, "p_c": p_c})
@@ -279,12 +279,12 @@ def rank_check_metrics(baseline: pd.DataFrame, check: pd.DataFrame, alphas: list
     loads around the baseline's capacity)."""
     alphas = np.sort(np.asarray(alphas, float))
     base_fraction = perfect_fraction(baseline)
-    base_capacity = assoc.threshold_crossing(base_fraction.index.to_numpy(), base_fraction.to_numpy(), 0.5)
+    base_capacity = first_crossing_below(base_fraction.index.to_numpy(), base_fraction.to_numpy(), 0.5)
     window = np.sort(check.alpha.unique())
     out, gains = [], {}
     for name, curve in check.groupby("variant", sort=False):
         fraction = pd.concat([base_fraction[base_fraction.index < window[0]], perfect_fraction(curve)]).sort_index()
-        capacity = assoc.threshold_crossing(fraction.index.to_numpy(), fraction.to_numpy(), 0.5)
+        capacity = first_crossing_below(fraction.index.to_numpy(), fraction.to_numpy(), 0.5)
         if not np.isfinite(capacity) and fraction.iloc[-1] >= 0.5:
             capacity = float(fraction.index[-1])  # stores up to the window's top: at least that
         gains[name] = capacity - base_capacity

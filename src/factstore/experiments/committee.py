@@ -20,7 +20,7 @@ from factstore.committee import architectures, backprop, capacity, least_action,
 from factstore.device import derived_generator
 from factstore.io import concat_tables, read_table
 from factstore.metrics import MetricsTable
-from factstore.statistics import power_law_fit
+from factstore.statistics import first_crossing_below, power_law_fit
 
 SOLVERS = ("backprop", "least_action", "lp")
 
@@ -127,7 +127,7 @@ def capacities(fractions: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, curve in fractions.groupby(keys):
         rows.append(dict(zip(keys, key)) | {
-            "cpw": capacity.half_crossing(curve.alpha, curve.fraction),
+            "cpw": first_crossing_below(curve.alpha, curve.fraction, 0.5),
             "alpha_min": curve.alpha.min(), "alpha_max": curve.alpha.max(),
         })
     return pd.DataFrame(rows)
@@ -152,7 +152,7 @@ def cover_capacity(n: int) -> float:
     """Where Cover's separable fraction crosses 1/2 for P = alpha N patterns (alpha = 2 up to 1/N rounding)."""
     counts = np.arange(n, 4 * n + 1)
     fractions = [separability.cover_fraction(int(p), n) for p in counts]
-    return capacity.half_crossing(counts / n, fractions)
+    return first_crossing_below(counts / n, fractions, 0.5)
 
 
 def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:

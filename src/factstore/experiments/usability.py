@@ -64,11 +64,8 @@ def build_mlp(method: str, fact_set: FactSet, size: int, generator: torch.Genera
     100% on `device`.
     """
     entry = METHODS[method]
-    if entry.search == "trained":
-        module, n_params, _ = entry.make(fact_set, size, generator, protocol=gd_protocol(params), device=device)
-        return module, n_params
-    options = {"degree": params["ntk_degree"]} if entry.search == "unit_prefix" else {}
-    return entry.make(fact_set, size, generator, entry.value_targets(fact_set, ustar), **options)
+    return entry.build_at(fact_set, size, generator, protocol=gd_protocol(params), degree=params["ntk_degree"],
+                          value_targets=entry.value_targets(fact_set, ustar), device=device)
 
 
 def smallest_standalone(method: str, fact_set: FactSet, target: float, generator: torch.Generator, params: dict,

@@ -93,6 +93,22 @@ class Method:
             value_targets = self.value_targets(fact_set)
         return self.build(fact_set, size, generator, value_targets=value_targets, **self.options, **options)
 
+    def build_at(
+        self, fact_set: FactSet, size: int, generator: torch.Generator, *, protocol=None, degree: int = 1,
+        value_targets: Tensor | None = None, device: torch.device | str = "cpu",
+    ) -> tuple:
+        """(module, n_params): one MLP of this method at `size`, whatever kind of method it is.
+
+        A trained method trains with `protocol` (gd.Protocol) on `device`; the NTK builds with
+        Hermite `degree`; a construction emits `value_targets` (default: `self.value_targets`).
+        The one place a caller that needs "an MLP of method m at size s" goes through.
+        """
+        if self.search == "trained":
+            module, n_params, _ = self.make(fact_set, size, generator, protocol=protocol, device=device)
+            return module, n_params
+        options = {"degree": degree} if self.search == "unit_prefix" else {}
+        return self.make(fact_set, size, generator, value_targets, **options)
+
 
 METHODS: dict[str, Method] = {method.name: method for method in (
     # The study's methods, in the order of its figures.
