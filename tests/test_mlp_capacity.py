@@ -15,7 +15,9 @@ from factstore.mlp import encoder_decoder, gd, ntk
 from factstore.mlp.capacity import smallest_width, smallest_widths
 from factstore.mlp.methods import METHODS, get_method
 from factstore.mlp.modules import module_accuracy, parameter_count, parameters_per_unit
-from factstore.search import binary_search_smallest, bracket_search_smallest, doubling_search_smallest
+from factstore.search import (
+    binary_search_smallest, bracket_search_smallest, bracket_search_smallest_together, doubling_search_smallest,
+)
 
 torch.set_num_threads(1)
 
@@ -74,6 +76,25 @@ def test_bracket_search_resolution_trades_probes_for_precision():
     assert 300 <= width <= 300 * 1.12
     exact, exact_evaluations = bracket_search_smallest(step_curve(300), 1.0, 10, 1, 4096)
     assert exact == 300 and len(evaluations) < len(exact_evaluations)
+
+
+@settings(max_examples=100, deadline=None)
+@given(thresholds=st.lists(st.integers(1, 700), min_size=1, max_size=5), guess=st.integers(1, 800),
+       resolution=st.sampled_from([0.0, 0.5]))
+def test_lockstep_searches_probe_exactly_what_each_search_probes_alone(thresholds, guess, resolution):
+    curves = [step_curve(threshold) for threshold in thresholds]
+    rounds = []
+
+    def accuracies_at(probes):
+        assert len({i for i, _ in probes}) == len(probes)  # at most one probe per search and round
+        rounds.append(probes)
+        return [curves[i](width) for i, width in probes]
+
+    together = bracket_search_smallest_together(accuracies_at, 1.0, [guess] * len(thresholds), 1, 512,
+                                                resolution=resolution)
+    alone = [bracket_search_smallest(curve, 1.0, guess, 1, 512, resolution=resolution) for curve in curves]
+    assert together == alone
+    assert len(rounds) == max(len(evaluations) for _, evaluations in alone)
 
 
 def test_binary_search_returns_the_target_crossing_for_partial_targets():

@@ -22,7 +22,9 @@ from factstore.usability.task import (
     IGNORE, JunkLengths, Vocabulary, gaussian_embeddings, mlp_fact_set, principal_projection, recall_sequences,
     token_embeddings,
 )
-from factstore.usability.training import Task, TrainingSettings, build_model, train_attention, usability
+from factstore.usability.training import (
+    Probe, Task, TrainingSettings, build_runs, train_attention, usability,
+)
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -111,7 +113,7 @@ def test_rotary_scores_depend_on_the_distance_only():
 
 def test_query_position_forward_matches_the_full_forward():
     task, _, _ = small_task()
-    model = build_model(task, torch.nn.Linear(16, 16), generator=torch.Generator().manual_seed(3))
+    model = build_runs([task], [torch.nn.Linear(16, 16)], [torch.Generator().manual_seed(3)]).run_model(0)
     with torch.no_grad():
         model.attention.query.weight.mul_(50)  # sharp attention, so a masking error would show
     sequences = recall_sequences(torch.arange(8), torch.arange(8), task.vocabulary, task.lengths, torch.Generator().manual_seed(4))
@@ -122,27 +124,87 @@ def test_query_position_forward_matches_the_full_forward():
 
 def test_frozen_parts_stay_frozen_and_only_query_and_key_train():
     task, keys, values = small_task()
-    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16)).double()
-    model = build_model(task, mlp, generator=torch.Generator().manual_seed(0))
+    mlps = [torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.ReLU(), torch.nn.Linear(width, 16)).double()
+            for width in (32, 8)]
+    generators = [torch.Generator().manual_seed(seed) for seed in (0, 1)]
+    model = build_runs([task, task], mlps, generators)
     frozen_before = {name: tensor.clone() for name, tensor in model.state_dict().items()
-                     if "attention.query" not in name and "attention.key" not in name}
-    trained_before = [model.attention.query.weight.clone(), model.attention.key.weight.clone()]
-    assert {id(p) for p in model.trainable_parameters()} == {id(model.attention.query.weight), id(model.attention.key.weight)}
+                     if not name.startswith(("query.", "key."))}
+    trained_before = [tensor.clone() for tensor in (*model.query, *model.key)]
+    assert {id(p) for p in model.parameters() if p.requires_grad} == {id(p) for p in (*model.query, *model.key)}
     settings = TrainingSettings(learning_rate=0.05, max_steps=5, batch_size=4)
-    train_attention(model, task, torch.randperm(8), settings, torch.Generator().manual_seed(1))
+    train_attention(model, [task, task], [torch.randperm(8), torch.randperm(8)], settings, generators)
     after = model.state_dict()
+    assert set(frozen_before) >= {"embeddings", "mlp_input_scales", "mlps.0.0.weight", "mlps.1.2.weight"}
     for name, tensor in frozen_before.items():
         assert torch.equal(tensor, after[name]), f"{name} changed in training"
-    assert torch.equal(model.attention.value.weight, torch.eye(16)) and torch.equal(model.attention.output.weight, torch.eye(16))
-    assert not torch.equal(trained_before[0], model.attention.query.weight)
-    assert not torch.equal(trained_before[1], model.attention.key.weight)
-    for original, hosted in zip(mlp.parameters(), model.mlp.parameters()):
+    for before, now in zip(trained_before, (*model.query, *model.key)):
+        assert not torch.equal(before, now)
+    single = model.run_model(1)
+    assert torch.equal(single.attention.value.weight, torch.eye(16)) and torch.equal(single.attention.output.weight, torch.eye(16))
+    for original, hosted in zip(mlps[1].parameters(), single.mlp.parameters()):
         assert torch.equal(original.float(), hosted), "the hosted MLP is the MLP given"
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs batched together
+# ---------------------------------------------------------------------------------------------
+
+
+def three_runs(seed=0):
+    """Three tasks of one shape (different embeddings), MLPs of different sizes, a map each."""
+    tasks = [small_task(seed=seed + run)[0] for run in range(3)]
+    mlps = [torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.ReLU(), torch.nn.Linear(width, 16)).double()
+            for width in (4, 64, 16)]
+    maps = [torch.randperm(8, generator=torch.Generator().manual_seed(seed + 10 + run)) for run in range(3)]
+    return tasks, mlps, maps
+
+
+def test_a_batched_run_computes_what_its_own_transformer_computes():
+    tasks, mlps, maps = three_runs()
+    model = build_runs(tasks, mlps, [torch.Generator().manual_seed(run) for run in range(3)])
+    with torch.no_grad():
+        for weight in model.query:
+            weight.mul_(50)  # sharp attention, so a masking or padding error would show
+    runs = [2, 0]
+    sequences = [recall_sequences(torch.arange(8), maps[run], tasks[run].vocabulary, JunkLengths(0, 5, 0, 7),
+                                  torch.Generator().manual_seed(20 + run)) for run in runs]
+    length = max(batch.tokens.shape[1] for batch in sequences) + 3  # extra padding after every query
+    tokens = torch.stack([torch.nn.functional.pad(batch.tokens, (0, length - batch.tokens.shape[1]),
+                                                  value=tasks[0].vocabulary.query) for batch in sequences])
+    batched = model(runs, tokens, torch.stack([batch.query_positions for batch in sequences]))
+    for row, (run, batch) in enumerate(zip(runs, sequences)):
+        alone = model.run_model(run)(batch.tokens, batch.query_positions)
+        assert torch.allclose(batched[row], alone, atol=1e-5)
+
+
+def test_runs_trained_together_train_as_they_would_alone():
+    tasks, mlps, maps = three_runs()
+    settings = TrainingSettings(learning_rate=0.02, max_steps=6, batch_size=4, patience=None)
+    together_generators = [torch.Generator().manual_seed(30 + run) for run in range(3)]
+    together = build_runs(tasks, mlps, together_generators)
+    records = train_attention(together, tasks, maps, settings, together_generators, ceilings=[0.0, 1.0, 1.0])
+    for run in range(3):
+        generator = [torch.Generator().manual_seed(30 + run)]
+        alone = build_runs([tasks[run]], [mlps[run]], generator)
+        record = train_attention(alone, [tasks[run]], [maps[run]], settings, generator, ceilings=[[0.0, 1.0, 1.0][run]])[0]
+        assert (record["steps"], record["epochs"], record["stop"]) == tuple(records[run][k] for k in ("steps", "epochs", "stop"))
+        assert torch.allclose(alone.query[0], together.query[run], atol=1e-6)
+        assert torch.allclose(alone.key[0], together.key[run], atol=1e-6)
+        assert torch.equal(generator[0].get_state(), together_generators[run].get_state()), "the same random draws"
+    # Run 0 reached its ceiling after one epoch (2 updates) and was not updated again.
+    assert records[0]["stop"] == "target" and records[0]["steps"] == 2 and records[1]["steps"] == 6
+
+
+def test_runs_of_different_shapes_are_refused():
+    small, large = small_task(n_facts=8)[0], small_task(n_facts=6)[0]
+    with pytest.raises(ValueError, match="one vocabulary and embedding shape"):
+        build_runs([small, large], [torch.nn.Identity()] * 2, [torch.Generator()] * 2)
 
 
 def test_swap_puts_a_frozen_copy_in_the_slot():
     task, _, _ = small_task()
-    model = build_model(task, torch.nn.Linear(16, 16))
+    model = build_runs([task], [torch.nn.Linear(16, 16)], [torch.Generator()]).run_model(0)
     replacement = torch.nn.Linear(16, 16)
     model.swap_mlp(replacement)
     assert all(not p.requires_grad for p in model.mlp.parameters())
@@ -167,12 +229,15 @@ def test_a_transformer_whose_facts_do_not_move_with_the_mlp_scores_at_chance():
     settings = TrainingSettings(learning_rate=0.02, max_steps=300, batch_size=64, eval_repeats=4)
     memory = linear_memory(keys, values, first)
     # "Swapping" in a module that still answers the first map: the facts live outside the swap.
-    ignoring = usability(task, memory, first, memory, second, settings, torch.Generator().manual_seed(6))
+    # Both probes train side by side in one batch; neither sees the other.
+    ignoring, using = usability([
+        # "Swapping" in a module that still answers the first map: the facts live outside the swap.
+        Probe(task, memory, first, memory, second, torch.Generator().manual_seed(6)),
+        # Swapping in a memory of the NEW map: a Transformer that reads its MLP follows it.
+        Probe(task, memory, first, linear_memory(keys, values, second), second, torch.Generator().manual_seed(6)),
+    ], settings)
     assert ignoring["plain_recall"] >= 0.95, "the Transformer learnt to read the memory"
     assert ignoring["fact_adaptive"] == 0.0
-    # Swapping in a memory of the NEW map: a Transformer that reads its MLP follows it.
-    using = usability(task, memory, first, linear_memory(keys, values, second), second, settings,
-                      torch.Generator().manual_seed(6))
     assert using["fact_adaptive"] >= 0.95
 
 

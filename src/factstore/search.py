@@ -6,7 +6,9 @@ the dataset size). The searches take the expensive evaluation as a callable and 
 point twice; each returns every probe so non-monotone cases stay visible.
 
 - `binary_search_smallest`, `bracket_search_smallest`, `doubling_search_smallest`: the smallest
-  passing integer, one probe at a time (bracketing from a guess, then bisection).
+  passing integer, one probe at a time (bracketing from a guess, then bisection);
+  `bracket_search_smallest_together`: several such searches in lockstep, one call per round for
+  the next probe of each (the models of a round train side by side).
 - `search_largest`: the largest passing integer, several probes per round (the models of one
   round train side by side).
 """
@@ -14,7 +16,7 @@ point twice; each returns every probe so non-monotone cases stay visible.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 
@@ -23,28 +25,70 @@ def _check_range(low: int, high: int) -> None:
         raise ValueError(f"need 1 <= low <= high, got low={low}, high={high}")
 
 
-def _probe_cache(accuracy_at: Callable[[int], float], target: float) -> tuple[Callable[[int], bool], dict[int, float]]:
-    """(passes(width), the {width: accuracy} it fills): each width is evaluated at most once."""
-    evaluations: dict[int, float] = {}
-
-    def passes(width: int) -> bool:
-        if width not in evaluations:
-            evaluations[width] = accuracy_at(width)
-        return evaluations[width] >= target
-
-    return passes, evaluations
+SearchSteps = Generator[int, float, "int | None"]
+"""A search written as a generator: it yields each width to probe, is sent that width's accuracy,
+and returns the smallest passing width (None when none passes). Drivers run it one probe at a
+time (`_drive`) or several searches in lockstep (`bracket_search_smallest_together`)."""
 
 
-def _bisect(passes: Callable[[int], bool], lo: int, hi: int, resolution: float = 0.0) -> int:
+def _passes(width: int, target: float, evaluations: dict[int, float]) -> Generator[int, float, bool]:
+    """Whether `width` reaches the target, probing it only if it was never evaluated."""
+    if width not in evaluations:
+        evaluations[width] = yield width
+    return evaluations[width] >= target
+
+
+def _bisect(target: float, evaluations: dict[int, float], lo: int, hi: int, resolution: float = 0.0) -> SearchSteps:
     """Bisection of (lo, hi], hi passing and lo failing (or below the range), until
     hi - lo <= max(1, resolution * hi); returns hi."""
     while hi - lo > max(1, resolution * hi):
         middle = (lo + hi) // 2
-        if passes(middle):
+        if (yield from _passes(middle, target, evaluations)):
             hi = middle
         else:
             lo = middle
     return hi
+
+
+def _binary_steps(target: float, evaluations: dict[int, float], low: int, high: int) -> SearchSteps:
+    if not (yield from _passes(high, target, evaluations)):
+        return None
+    return (yield from _bisect(target, evaluations, low - 1, high))
+
+
+def _bracket_steps(target: float, evaluations: dict[int, float], guess: int, low: int, high: int, growth: float,
+                   resolution: float) -> SearchSteps:
+    width = min(max(int(guess), low), high)
+    if (yield from _passes(width, target, evaluations)):
+        lo, hi = low - 1, width
+        while hi > low:
+            below = max(low, min(hi - 1, math.floor(hi / growth)))
+            if (yield from _passes(below, target, evaluations)):
+                hi = below
+            else:
+                lo = below
+                break
+    else:
+        lo = width
+        while True:
+            if lo >= high:
+                return None
+            above = min(high, max(lo + 1, math.ceil(lo * growth)))
+            if (yield from _passes(above, target, evaluations)):
+                hi = above
+                break
+            lo = above
+    return (yield from _bisect(target, evaluations, lo, hi, resolution))
+
+
+def _drive(steps: SearchSteps, accuracy_at: Callable[[int], float]) -> int | None:
+    """Run a search one probe at a time; returns its answer."""
+    try:
+        width = next(steps)
+        while True:
+            width = steps.send(accuracy_at(width))
+    except StopIteration as done:
+        return done.value
 
 
 def binary_search_smallest(
@@ -58,10 +102,8 @@ def binary_search_smallest(
     most 1 + ceil(log2(high - low + 1)) probes. Probes are cached: no width is run twice.
     """
     _check_range(low, high)
-    passes, evaluations = _probe_cache(accuracy_at, target)
-    if not passes(high):
-        return None, evaluations
-    return _bisect(passes, low - 1, high), evaluations
+    evaluations: dict[int, float] = {}
+    return _drive(_binary_steps(target, evaluations, low, high), accuracy_at), evaluations
 
 
 def bracket_search_smallest(
@@ -77,28 +119,45 @@ def bracket_search_smallest(
     fails. Probes are cached. A good guess (e.g. the previous F's answer) saves most probes.
     """
     _check_range(low, high)
-    passes, evaluations = _probe_cache(accuracy_at, target)
-    width = min(max(int(guess), low), high)
-    if passes(width):
-        lo, hi = low - 1, width
-        while hi > low:
-            below = max(low, min(hi - 1, math.floor(hi / growth)))
-            if passes(below):
-                hi = below
-            else:
-                lo = below
-                break
-    else:
-        lo = width
-        while True:
-            if lo >= high:
-                return None, evaluations
-            above = min(high, max(lo + 1, math.ceil(lo * growth)))
-            if passes(above):
-                hi = above
-                break
-            lo = above
-    return _bisect(passes, lo, hi, resolution), evaluations
+    evaluations: dict[int, float] = {}
+    steps = _bracket_steps(target, evaluations, guess, low, high, growth, resolution)
+    return _drive(steps, accuracy_at), evaluations
+
+
+def bracket_search_smallest_together(
+    accuracies_at: Callable[[list[tuple[int, int]]], list[float]], target: float, guesses: list[int], low: int = 1,
+    high: int = 2**14, growth: float = 2.0, resolution: float = 0.0,
+) -> list[tuple[int | None, dict[int, float]]]:
+    """`bracket_search_smallest` for several independent curves at once, in lockstep.
+
+    Search i follows exactly the probes it would make alone (from guesses[i]); each round, the
+    next probe of every unfinished search is evaluated in ONE call
+    accuracies_at([(i, width), ...]) -> [accuracy, ...] (e.g. one batched training of a model per
+    probe). Returns [(answer, {width: accuracy})] in the order of `guesses`.
+    """
+    _check_range(low, high)
+    evaluations: list[dict[int, float]] = [{} for _ in guesses]
+    searches = [_bracket_steps(target, evaluations[i], guess, low, high, growth, resolution)
+                for i, guess in enumerate(guesses)]
+    answers: list[int | None] = [None] * len(guesses)
+    pending: dict[int, int] = {}
+    for i, steps in enumerate(searches):
+        try:
+            pending[i] = next(steps)
+        except StopIteration as done:
+            answers[i] = done.value
+    while pending:
+        accuracies = accuracies_at(list(pending.items()))
+        if len(accuracies) != len(pending):
+            raise ValueError(f"accuracies_at returned {len(accuracies)} accuracies for {len(pending)} probes")
+        following: dict[int, int] = {}
+        for (i, _), accuracy in zip(pending.items(), accuracies):
+            try:
+                following[i] = searches[i].send(float(accuracy))
+            except StopIteration as done:
+                answers[i] = done.value
+        pending = following
+    return list(zip(answers, evaluations))
 
 
 def doubling_search_smallest(

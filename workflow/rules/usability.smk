@@ -1,17 +1,49 @@
 # Usability of fact-storing MLPs inside a Transformer (SPEC S0 "Usability inside a Transformer").
 #
 # One capacity job per method (the smallest MLP a Transformer can read, searched from the
-# method's standalone capacity, which comes from the fact-storing-MLP study's table: a rule
-# input, not recomputed), one whitening job per embedding kind (real MiniLM, anisotropic
-# synthetic), a summary with the Lipschitz threshold over every MLP, and ONE figure rule.
+# method's standalone capacity, which comes from the fact-storing-MLP study: a rule input, not
+# recomputed here), one whitening job per embedding kind (real MiniLM, anisotropic synthetic), a
+# summary with the Lipschitz threshold over every MLP, and ONE figure rule.
 
 USABILITY = config["usability"]
 # Settings every usability evaluation shares, and the fact-storing-MLP settings its MLPs use.
-USABILITY_SHARED = {key: USABILITY[key] for key in ("seed", "target", "n_junk", "lengths", "training", "lipschitz_samples")} | {
+USABILITY_SHARED = {key: USABILITY[key] for key in ("seed", "target", "n_junk", "lengths", "training", "runs_per_batch", "lipschitz_samples")} | {
     "ntk_degree": USABILITY["ntk_degree"],
     "gd": config["mlp"]["gd"],
 }
-USABILITY_D = config["mlp"]["capacity"]["d"]  # the standalone capacities are read at the same d
+USABILITY_D = USABILITY["capacity"]["d"]
+
+# The standalone capacities at USABILITY_D: the fact-storing-MLP study's capacity table when that
+# study ran at this d, else its capacity step (same code, same settings) run at this d and these F.
+if USABILITY_D == config["mlp"]["capacity"]["d"]:
+    USABILITY_STANDALONE_TABLE = rules.mlp_capacity.output.table
+else:
+
+    rule usability_standalone:
+        """The fact-storing-MLP study's capacity step (its code and settings) at this study's d and F."""
+        output:
+            table="results/usability/standalone/{method}.csv",
+        wildcard_constraints:
+            method=r"[a-z_]+",
+        input:
+            code=step_code("mlp"),
+        params:
+            step="mlp.capacity",
+            json=lambda w: as_json(
+                MLP_SHARED, method=w.method,
+                capacity={k: v for k, v in MLP["capacity"].items() if k != "methods"}
+                | {"d": USABILITY_D, "log2_facts": USABILITY["capacity"]["log2_facts"]},
+            ),
+            io=runner_io,
+        threads: config["threads"]
+        resources:
+            gpu=lambda w: int(w.method.startswith("gd")),  # as mlp_capacity: GD trains on the GPU
+        log:
+            "logs/usability/standalone_{method}.log",
+        shell:
+            STEP
+
+    USABILITY_STANDALONE_TABLE = rules.usability_standalone.output.table
 
 
 rule usability:
@@ -27,11 +59,11 @@ rule usability_capacity:
     wildcard_constraints:
         method=r"[a-z_]+",
     input:
-        standalone=lambda w: rules.mlp_capacity.output.table.format(method=w.method),  # the mlp study's table
+        standalone=lambda w: USABILITY_STANDALONE_TABLE.format(method=w.method),  # the mlp study's table
         code=step_code("usability"),
     params:
         step="usability.capacity",
-        json=lambda w: as_json(USABILITY_SHARED | USABILITY["capacity"], method=w.method, d=USABILITY_D),
+        json=lambda w: as_json(USABILITY_SHARED | USABILITY["capacity"], method=w.method),
         io=runner_io,
     threads: config["threads"]
     resources:
@@ -72,7 +104,7 @@ USABILITY_KINDS = ("real", "synthetic")
 USABILITY_CAPACITY = named_outputs(rules.usability_capacity.output.capacity, {f"capacity_{m}": {"method": m} for m in USABILITY_METHODS})
 USABILITY_PROBES = named_outputs(rules.usability_capacity.output.probes, {f"probes_{m}": {"method": m} for m in USABILITY_METHODS})
 USABILITY_WHITENING = named_outputs(rules.usability_whitening.output.table, {f"whitening_{k}": {"kind": k} for k in USABILITY_KINDS})
-USABILITY_STANDALONE = named_outputs(rules.mlp_capacity.output.table, {f"standalone_{m}": {"method": m} for m in USABILITY_METHODS})
+USABILITY_STANDALONE = named_outputs(USABILITY_STANDALONE_TABLE, {f"standalone_{m}": {"method": m} for m in USABILITY_METHODS})
 USABILITY_TABLES = USABILITY_CAPACITY | USABILITY_PROBES | USABILITY_WHITENING | USABILITY_STANDALONE
 USABILITY_SUMMARY_PARAMS = {
     "target": USABILITY["target"],

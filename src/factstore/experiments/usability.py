@@ -19,6 +19,7 @@ built the same way at the same size, and its Lipschitz constant is the one the p
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,13 +37,13 @@ from factstore.mlp.capacity import WidthSearch, smallest_widths
 from factstore.mlp.lipschitz import lipschitz_constants
 from factstore.mlp.methods import METHODS
 from factstore.mlp.modules import fold_module, module_accuracy
-from factstore.search import bracket_search_smallest
+from factstore.search import bracket_search_smallest_together
 from factstore.statistics import spearman
 from factstore.usability import threshold
 from factstore.usability.task import (
     JunkLengths, Vocabulary, gaussian_embeddings, mlp_fact_set, principal_projection, token_embeddings,
 )
-from factstore.usability.training import Task, TrainingSettings, usability
+from factstore.usability.training import Probe, Task, TrainingSettings, usability
 from factstore.whitening import whiten_fact_set
 
 # ---------------------------------------------------------------------------------------------
@@ -120,20 +121,40 @@ def two_maps(n_facts: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
     return torch.randperm(n_facts, generator=generator), torch.randperm(n_facts, generator=generator)
 
 
-def probe(task: Task, trained: nn.Module, swapped: nn.Module, facts: tuple[FactSet, FactSet], params: dict,
-          generator_parts: tuple, device) -> dict:
-    """One usability evaluation and the standalone numbers of its two MLPs; a table row."""
-    first, second = facts
-    trained_accuracy, swapped_accuracy = module_accuracy(trained, first), module_accuracy(swapped, second)
-    record = usability(task, trained, first.fact_map, swapped, second.fact_map, training_settings(params),
-                       derived_generator(*generator_parts, "train"), device, trained_accuracy)
-    lipschitz, relative, rms = lipschitz_constants(swapped, second.keys, params["lipschitz_samples"],
-                                                   derived_generator(*generator_parts, "lipschitz"))
-    return {"standalone_trained": trained_accuracy, "standalone_swapped": swapped_accuracy,
-            "plain_recall": record["plain_recall"], "fact_adaptive": record["fact_adaptive"],
-            "attention_on_key": record["attention_on_key"], "train_accuracy": record["train_accuracy"],
-            "steps": record["steps"], "stop": record["stop"], "train_seconds": record["seconds"],
-            "lipschitz": lipschitz, "lipschitz_relative": relative, "output_rms": rms}
+@dataclass(frozen=True)
+class ProbeSpec:
+    """One usability evaluation to run: the task, the MLP trained with (storing facts[0]) and the
+    MLP swapped in (storing facts[1]), and the parts its generators derive from."""
+
+    task: Task
+    trained: nn.Module
+    swapped: nn.Module
+    facts: tuple[FactSet, FactSet]
+    generator_parts: tuple
+
+
+def run_probes(specs: list[ProbeSpec], params: dict, device) -> list[dict]:
+    """Usability evaluations of probes of one shape, params.runs_per_batch Transformers per batch,
+    with the standalone numbers and the Lipschitz constants of their MLPs: one table row per probe."""
+    rows = []
+    for first in range(0, len(specs), params["runs_per_batch"]):
+        chunk = specs[first:first + params["runs_per_batch"]]
+        standalone = [(module_accuracy(spec.trained, spec.facts[0]), module_accuracy(spec.swapped, spec.facts[1]))
+                      for spec in chunk]
+        probes = [Probe(spec.task, spec.trained, spec.facts[0].fact_map, spec.swapped, spec.facts[1].fact_map,
+                        derived_generator(*spec.generator_parts, "train"), trained_accuracy)
+                  for spec, (trained_accuracy, _) in zip(chunk, standalone)]
+        records = usability(probes, training_settings(params), device)
+        for spec, (trained_accuracy, swapped_accuracy), record in zip(chunk, standalone, records):
+            lipschitz, relative, rms = lipschitz_constants(spec.swapped, spec.facts[1].keys, params["lipschitz_samples"],
+                                                           derived_generator(*spec.generator_parts, "lipschitz"))
+            rows.append({"standalone_trained": trained_accuracy, "standalone_swapped": swapped_accuracy,
+                         "plain_recall": record["plain_recall"], "fact_adaptive": record["fact_adaptive"],
+                         "attention_on_key": record["attention_on_key"], "train_accuracy": record["train_accuracy"],
+                         "steps": record["steps"], "stop": record["stop"], "train_seconds": record["seconds"],
+                         "batched_runs": len(chunk), "lipschitz": lipschitz, "lipschitz_relative": relative,
+                         "output_rms": rms})
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,52 +180,66 @@ def standalone_guess(table: pd.DataFrame, dim: int, n_facts: int, target: float,
     return max(1, int(round(rows.width.median()))), float(rows.n_params.median())
 
 
+def capacity_task(params: dict, dim: int, n_facts: int, replicate: int) -> tuple[Task, tuple[FactSet, FactSet]]:
+    """The task of one (F, seed) of the capacity experiment: Gaussian keys, values, junk and Q, and
+    the fact sets of the map trained with and of the swapped map."""
+    generator = derived_generator(params["seed"], "usability-facts", dim, n_facts, replicate)
+    keys, values = gaussian_embeddings(n_facts, dim, generator), gaussian_embeddings(n_facts, dim, generator)
+    junk, query = gaussian_embeddings(params["n_junk"], dim, generator), gaussian_embeddings(1, dim, generator)
+    first_map, second_map = two_maps(n_facts, generator)
+    facts = (mlp_fact_set(keys, values, first_map), mlp_fact_set(keys, values, second_map))
+    return make_task(keys, values, junk, query, params), facts
+
+
 def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Smallest MLP of one method whose fact-adaptive accuracy reaches params.target, per F and seed.
 
     inputs: standalone (the fact-storing-MLP study's capacity table of the same method). params:
-    method, seed, d, log2_facts, seeds, target, n_junk, lengths, training, search (max_factor,
-    growth, resolution), lipschitz_samples, ntk_degree, gd. Returns {"capacity": one row per (F,
-    seed), "probes": one row per usability evaluation}.
+    method, seed, d, log2_facts, seeds, target, n_junk, lengths, training, runs_per_batch, search
+    (max_factor, growth, resolution), lipschitz_samples, ntk_degree, gd. At each F the seeds'
+    searches run in lockstep (search.bracket_search_smallest_together): each round's probes, one
+    per unfinished seed, train as one batch. Returns {"capacity": one row per (F, seed), "probes":
+    one row per usability evaluation}.
     """
-    method, dim, target = params["method"], params["d"], params["target"]
+    method, dim, target, seeds = params["method"], params["d"], params["target"], params["seeds"]
     standalone = read_table(inputs["standalone"])
     search = params["search"]
     rows, probes = [], []
-    for replicate in range(params["seeds"]):
-        for log2_facts in sorted(params["log2_facts"]):
-            n_facts = 2**log2_facts
-            generator = derived_generator(params["seed"], "usability-facts", dim, n_facts, replicate)
-            keys, values = gaussian_embeddings(n_facts, dim, generator), gaussian_embeddings(n_facts, dim, generator)
-            junk, query = gaussian_embeddings(params["n_junk"], dim, generator), gaussian_embeddings(1, dim, generator)
-            first_map, second_map = two_maps(n_facts, generator)
-            facts = (mlp_fact_set(keys, values, first_map), mlp_fact_set(keys, values, second_map))
-            task = make_task(keys, values, junk, query, params)
-            ustar = ustar_for(method, facts[0].values)  # U* depends on the values only: shared by both maps
-            guess, standalone_params = standalone_guess(standalone, dim, n_facts, target, params["ntk_degree"])
-            seen: dict[int, int] = {}
+    for log2_facts in sorted(params["log2_facts"]):
+        n_facts = 2**log2_facts
+        tasks = [capacity_task(params, dim, n_facts, replicate) for replicate in range(seeds)]
+        ustars = [ustar_for(method, facts[0].values) for _, facts in tasks]  # U* depends on the values only
+        guess, standalone_params = standalone_guess(standalone, dim, n_facts, target, params["ntk_degree"])
+        cap = size_cap(method, dim, guess, search["max_factor"])
+        seen: list[dict[int, int]] = [{} for _ in range(seeds)]
 
-            def fact_adaptive_at(size: int) -> float:
-                parts = (params["seed"], "usability-mlp", method, dim, n_facts, replicate, size)
-                trained, n_params = build_mlp(method, facts[0], size, derived_generator(*parts, 1), params, ustar, context.device)
-                swapped, _ = build_mlp(method, facts[1], size, derived_generator(*parts, 2), params, ustar, context.device)
-                record = probe(task, trained, swapped, facts, params, parts, context.device)
-                seen[size] = n_params
+        def fact_adaptive_at(requests: list[tuple[int, int]]) -> list[float]:
+            specs = []
+            for replicate, size in requests:
+                (task, facts), parts = tasks[replicate], (params["seed"], "usability-mlp", method, dim, n_facts, replicate, size)
+                trained, seen[replicate][size] = build_mlp(method, facts[0], size, derived_generator(*parts, 1), params,
+                                                           ustars[replicate], context.device)
+                swapped, _ = build_mlp(method, facts[1], size, derived_generator(*parts, 2), params, ustars[replicate],
+                                       context.device)
+                specs.append(ProbeSpec(task, trained, swapped, facts, parts))
+            records = run_probes(specs, params, context.device)
+            for (replicate, size), record in zip(requests, records):
                 probes.append({"experiment": "capacity", "method": method, "d": dim, "F": n_facts,
                                "replicate": replicate, "alpha": math.nan, "kind": "spherical", "size": size,
-                               "n_params": n_params} | record)
+                               "n_params": seen[replicate][size]} | record)
                 print(f"{method} F={n_facts} seed {replicate} size {size}: fact-adaptive {record['fact_adaptive']:.4f}, "
                       f"plain {record['plain_recall']:.4f}, standalone {record['standalone_swapped']:.4f}, "
-                      f"{record['steps']} steps ({record['train_seconds']:.1f} s)", flush=True)
-                return record["fact_adaptive"]
+                      f"{record['steps']} steps ({record['train_seconds']:.1f} s, {len(requests)} runs batched)",
+                      flush=True)
+            return [record["fact_adaptive"] for record in records]
 
-            cap = size_cap(method, dim, guess, search["max_factor"])
-            size, evaluations = bracket_search_smallest(fact_adaptive_at, target, min(guess, cap), low=1, high=cap,
-                                                        growth=search["growth"], resolution=search["resolution"])
+        searches = bracket_search_smallest_together(fact_adaptive_at, target, [min(guess, cap)] * seeds, low=1,
+                                                    high=cap, growth=search["growth"], resolution=search["resolution"])
+        for replicate, (size, evaluations) in enumerate(searches):
             rows.append({"method": method, "d": dim, "F": n_facts, "replicate": replicate, "target": target,
                          "usable_size": size if size is not None else math.nan,
-                         "usable_params": seen[size] if size is not None else math.nan,
-                         "found": size is not None, "size_cap": cap, "params_at_cap": seen.get(cap, math.nan),
+                         "usable_params": seen[replicate][size] if size is not None else math.nan,
+                         "found": size is not None, "size_cap": cap, "params_at_cap": seen[replicate].get(cap, math.nan),
                          "standalone_size": guess, "standalone_params": standalone_params,
                          "best_fact_adaptive": max(evaluations.values()), "probes": len(evaluations)})
     return {"capacity": pd.DataFrame(rows), "probes": pd.DataFrame(probes)}
@@ -259,7 +294,7 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     and f2 at that size folded back to read and write the original basis, and one usability
     evaluation with them. Returns {"table": one row per (alpha, method, seed)}.
     """
-    kind, rows = params["kind"], []
+    kind, specs, described = params["kind"], [], []
     for replicate in range(params["seeds"]):
         if kind == "real":
             keys, values, junk, query = real_embeddings(inputs["embeddings"], params["n_junk"], params["d"],
@@ -286,14 +321,16 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
                                               context.device)
                 folded = (fold_module(trained, key_transform, value_transform),
                           fold_module(swapped, key_transform, value_transform))
-                record = probe(task, folded[0], folded[1], originals, params, parts, context.device)
-                rows.append({"experiment": "whitening", "method": method, "d": dim, "F": n_facts,
-                             "replicate": replicate, "alpha": float(alpha), "kind": kind, "size": size,
-                             "n_params": n_params, "stored": found.width is not None,
-                             "facts_per_parameter": n_facts / n_params if found.width is not None else 0.0} | record)
-                print(f"{kind} alpha={alpha:g} {method} seed {replicate}: size {size} (stored: {found.width is not None}), "
-                      f"fact-adaptive {record['fact_adaptive']:.4f}, plain {record['plain_recall']:.4f}, "
-                      f"Lip/rms {record['lipschitz_relative']:.3g}", flush=True)
+                specs.append(ProbeSpec(task, folded[0], folded[1], originals, parts))
+                described.append({"experiment": "whitening", "method": method, "d": dim, "F": n_facts,
+                                  "replicate": replicate, "alpha": float(alpha), "kind": kind, "size": size,
+                                  "n_params": n_params, "stored": found.width is not None,
+                                  "facts_per_parameter": n_facts / n_params if found.width is not None else 0.0})
+    rows = [row | record for row, record in zip(described, run_probes(specs, params, context.device))]
+    for row in rows:
+        print(f"{kind} alpha={row['alpha']:g} {row['method']} seed {row['replicate']}: size {row['size']} (stored: "
+              f"{row['stored']}), fact-adaptive {row['fact_adaptive']:.4f}, plain {row['plain_recall']:.4f}, "
+              f"Lip/rms {row['lipschitz_relative']:.3g}", flush=True)
     return {"table": pd.DataFrame(rows)}
 
 

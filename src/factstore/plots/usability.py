@@ -112,18 +112,22 @@ def lipschitz(tables: dict[str, pd.DataFrame], params: dict):
     colours = style.palette(names.unique())
     for name, group in storing.groupby(names):
         ax.plot(group[column], group.fact_adaptive, "o", ms=4, alpha=0.75, color=colours[name], label=name)
+    notes = []
     if len(storing) >= 2:
         limit = threshold.smallest_failing(storing[column], storing.fact_adaptive, target)
         fit = threshold.logistic_fit(storing[column], storing.fact_adaptive >= target)
         if np.isfinite(limit):
             style.theory_vline(ax, limit, "threshold: smallest failing L")
-        if np.isfinite(fit.threshold):
+        lowest, highest = storing[column].min(), storing[column].max()
+        if np.isfinite(fit.threshold) and lowest / 10 <= fit.threshold <= highest * 10:
             style.theory_vline(ax, fit.threshold, "logistic P(usable) = 1/2", reference=True)
+        elif np.isfinite(fit.threshold):  # a flat fit puts its midpoint far outside the data: say so, do not draw it
+            notes.append(f"logistic midpoint {fit.threshold:.3g} lies outside the data")
     style.theory_hline(ax, target, None, reference=True)
     ax.set(xscale="log", xlabel="Lipschitz constant / RMS output" if column == "lipschitz_relative" else "Lipschitz constant",
            ylabel="fact-adaptive accuracy")
     style.shared_legend(fig, axes)
-    style.caption(fig, f"{len(storing)} MLPs storing >= {target:g} standalone, from both experiments")
+    style.caption(fig, "; ".join([f"{len(storing)} MLPs storing >= {target:g} standalone, from both experiments", *notes]))
     return fig
 
 
