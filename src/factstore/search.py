@@ -51,6 +51,7 @@ def _bisect(target: float, evaluations: dict[int, float], lo: int, hi: int, reso
 
 
 def _binary_steps(target: float, evaluations: dict[int, float], low: int, high: int) -> SearchSteps:
+    """The steps of `binary_search_smallest`."""
     if not (yield from _passes(high, target, evaluations)):
         return None
     return (yield from _bisect(target, evaluations, low - 1, high))
@@ -58,6 +59,7 @@ def _binary_steps(target: float, evaluations: dict[int, float], low: int, high: 
 
 def _bracket_steps(target: float, evaluations: dict[int, float], guess: int, low: int, high: int, growth: float,
                    resolution: float) -> SearchSteps:
+    """The steps of `bracket_search_smallest` (its docstring)."""
     width = min(max(int(guess), low), high)
     if (yield from _passes(width, target, evaluations)):
         lo, hi = low - 1, width
