@@ -6,6 +6,8 @@ figure step (factstore.experiments.figures) returns it and the runner saves PNG 
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -39,7 +41,8 @@ def shared_legend(fig, axes, **kwargs) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     kwargs.setdefault("fontsize", 8)
-    fig.legend(handles.values(), handles.keys(), loc="outside right center", **kwargs)
+    kwargs.setdefault("loc", "outside right center")
+    fig.legend(handles.values(), handles.keys(), **kwargs)
 
 
 def palette(names) -> dict[str, tuple]:
@@ -57,8 +60,11 @@ def theory_hline(ax, y: float, label: str | None = None, reference: bool = False
 
 
 def caption(fig, text: str) -> None:
-    """A one-line note under the figure (scale, seeds): what a reader needs to judge it."""
-    fig.supxlabel(text, fontsize=8, color="0.3")
+    """A note under the figure (scale, seeds): what a reader needs to judge it, wrapped to the
+    figure's width (a longer line would widen the saved figure and shrink its panels)."""
+    characters_per_line = max(60, int(fig.get_figwidth() * 16))  # ~16 characters per inch at 8 pt
+    lines = [textwrap.fill(line, characters_per_line) for line in text.split("\n")]
+    fig.supxlabel("\n".join(lines), fontsize=8, color="0.3")
 
 
 def stacked(tables: dict, prefix: str) -> pd.DataFrame:
