@@ -47,6 +47,13 @@ def claim_verdict(claim_id: str, metric_rows) -> str:
     return claims.evaluate_claim(claim, {claim["result"]: table}, "smoke")["status"]
 
 
+def assert_figures(folder: Path, prefix: str, names) -> None:
+    """Every figure `{prefix}{name}` of `names` in `folder` is a drawn PNG (> 10 kB) with its PDF beside it."""
+    for name in names:
+        png = folder / f"{prefix}{name}.png"
+        assert png.stat().st_size > 10_000 and png.with_suffix(".pdf").is_file(), png.name
+
+
 def run(*command: str, cwd: Path, extra_env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
     """Run a command with this venv on PATH; FACTSTORE_CONFIG and DVC_STAGE are dropped unless
     `extra_env` sets them (a test's own run must not inherit the caller's selection)."""

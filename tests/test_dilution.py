@@ -13,7 +13,7 @@ import torch
 import yaml
 from torch import nn
 
-from conftest import REPOSITORY
+from conftest import REPOSITORY, assert_figures
 from factstore.claims import evaluate_claim, load_registry
 from factstore.dilution import archetypes as toy
 from factstore.dilution import fewrel, mlm
@@ -338,9 +338,7 @@ def test_smoke_config_yields_every_dilution_figure(smoke_run):
     """The smoke run of the whole workflow (the session fixture of conftest.py, in a fresh copy of the tree)."""
     from factstore.plots.dilution import FIGURES
 
-    for name in FIGURES:
-        png = smoke_run / f"figures/dilution_{name}.png"
-        assert png.stat().st_size > 10_000 and png.with_suffix(".pdf").is_file()
+    assert_figures(smoke_run / "figures", "dilution_", FIGURES)
     metrics = pd.read_csv(smoke_run / "results/dilution/metrics.csv")
     assert {"bert_later_blocks_max_pruning", "archetype_samples_kept_ratio"} <= set(metrics.metric)
     records = {r["id"]: r for r in json.loads((smoke_run / "results/claims.json").read_text())}

@@ -23,7 +23,7 @@ from factstore.editing.vocabulary import FactVocabulary
 from factstore.experiments.editing import baseline_settings, markdown_table, swap_margins
 from factstore.facts import spherical_embeddings
 from factstore.mlp.modules import GatedMLP, output_layer
-from conftest import claim_verdict
+from conftest import assert_figures, claim_verdict
 
 N_FACTS, DIM = 12, 16
 
@@ -227,9 +227,7 @@ def test_smoke_config_yields_the_table_every_figure_and_both_claims(smoke_run):
     """The smoke run of the whole workflow (the session fixture of conftest.py, in a fresh copy of the tree)."""
     from factstore.plots.editing import FIGURES
 
-    for name in FIGURES:
-        png = smoke_run / f"figures/editing_{name}.png"
-        assert png.stat().st_size > 10_000 and png.with_suffix(".pdf").is_file()
+    assert_figures(smoke_run / "figures", "editing_", FIGURES)
     table = pd.read_csv(smoke_run / "results/editing/table.csv")
     assert set(table.method) == {"swap", "rome", "memit", "alphaedit"} and len(table) == 4 * table.fraction.nunique()
     assert (table[["efficacy", "paraphrase", "specificity", "score"]].apply(lambda c: c.between(0, 1)).all()).all()

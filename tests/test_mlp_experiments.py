@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import REPOSITORY
+from conftest import REPOSITORY, assert_figures
 
 from factstore.__main__ import run_step
 from factstore.device import derived_generator
@@ -300,9 +300,7 @@ def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(tmp_path):
     """The smoke config's `mlp` section end to end (synthetic stand-in embeddings: no model needed)."""
     section = yaml.safe_load((REPOSITORY / "config/smoke.yaml").read_text())["mlp"]
     tables = run_study(section, tmp_path)
-    for name in FIGURES:
-        png = tmp_path / f"mlp_{name}.png"
-        assert png.stat().st_size > 10_000 and png.with_suffix(".pdf").is_file()
+    assert_figures(tmp_path, "mlp_", FIGURES)
     metrics = dict(zip(tables["metrics"].metric, tables["metrics"].value))
     claims = yaml.safe_load((REPOSITORY / "config/claims.yaml").read_text())
     checked = {check["metric"] for claim in claims if claim.get("result") == "results/mlp/metrics.csv" for check in claim["checks"]}

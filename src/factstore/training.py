@@ -1,4 +1,4 @@
-"""The divergence guard every training loop shares.
+"""The divergence guard every training loop shares, and the warm-up AdamW of the Transformer loops.
 
 A training run whose loss or weights turn NaN or infinite (too large a learning rate, an overflow
 in float32) must stop at once with an error that names the setting and the step, not carry on
@@ -86,3 +86,14 @@ def flushing_denormals() -> Iterator[None]:
         yield
     finally:
         torch.set_flush_denormal(before)
+
+
+def adamw_with_warmup(
+    parameters, learning_rate: float, weight_decay: float, warmup_steps: int,
+) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """(AdamW, its schedule): the learning rate rises linearly from learning_rate / warmup_steps to
+    learning_rate over the first warmup_steps updates (0 or 1: constant), then stays; call the
+    schedule's step() after every optimizer step."""
+    optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=weight_decay)
+    warmup = max(warmup_steps, 1)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))

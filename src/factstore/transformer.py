@@ -64,6 +64,26 @@ def rotary(x: Tensor, positions: Tensor, base: float = 10_000.0) -> Tensor:
     return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
 
 
+def attention_at(queries: Tensor, keys: Tensor, inputs: Tensor, query_positions: Tensor, n_head: int = 1,
+                 rope_base: float = 10_000.0) -> Tensor:
+    """Causal RoPE attention of ONE query per sequence: (N, d) mixed inputs.
+
+    queries: (N, d), the query of sequence n at position query_positions[n]; keys, inputs: (N, T, d)
+    at positions 0..T-1. Positions after the query are masked (padding there is never read). Heads
+    split d into n_head equal parts.
+    """
+    count, length, dim = keys.shape
+
+    def heads(x: Tensor) -> Tensor:  # (N, T', d) -> (N, n_head, T', d / n_head)
+        return x.view(count, x.shape[1], n_head, dim // n_head).transpose(1, 2)
+
+    positions = torch.arange(length, device=keys.device)
+    keys = rotary(heads(keys), positions, rope_base)
+    queries = rotary(heads(queries.unsqueeze(1)), query_positions.view(count, 1, 1), rope_base)
+    visible = (positions.unsqueeze(0) <= query_positions.unsqueeze(1)).view(count, 1, 1, length)
+    return functional.scaled_dot_product_attention(queries, keys, heads(inputs), attn_mask=visible).reshape(count, dim)
+
+
 def projection_mlp(dim: int, hidden: int) -> nn.Sequential:
     """LayerNorm -> Linear(d, hidden) -> GELU -> Linear(hidden, d): a query or key map that is a
     small MLP (the language-model study's choice, SPEC S0 "Language modelling")."""
@@ -111,20 +131,16 @@ class CausalSelfAttention(nn.Module):
         Returns (B, T, d), or (B, d) at query_positions (B,) when given.
         """
         batch, length = tokens.shape
-        dim = table.shape[1]
+        if query_positions is not None:
+            rows = torch.arange(batch, device=tokens.device)
+            mixed = attention_at(self.query(table)[tokens[rows, query_positions]], self.key(table)[tokens],
+                                 table[tokens], query_positions, self.n_head, self.rope_base)
+            return self.output(self.value(mixed))
         positions = torch.arange(length, device=tokens.device)
         keys = rotary(self._heads(self.key(table)[tokens]), positions, self.rope_base)
-        inputs = self._heads(table[tokens])
-        if query_positions is None:
-            queries = rotary(self._heads(self.query(table)[tokens]), positions, self.rope_base)
-            mixed = functional.scaled_dot_product_attention(queries, keys, inputs, is_causal=True)
-            return self.output(self.value(mixed.transpose(1, 2).reshape(batch, length, dim)))
-        rows = torch.arange(batch, device=tokens.device)
-        queries = self._heads(self.query(table)[tokens[rows, query_positions]].unsqueeze(1))  # (B, H, 1, dh)
-        queries = rotary(queries, query_positions.view(batch, 1, 1), self.rope_base)
-        visible = (positions.unsqueeze(0) <= query_positions.unsqueeze(1)).view(batch, 1, 1, length)
-        mixed = functional.scaled_dot_product_attention(queries, keys, inputs, attn_mask=visible)
-        return self.output(self.value(mixed.reshape(batch, dim)))
+        queries = rotary(self._heads(self.query(table)[tokens]), positions, self.rope_base)
+        mixed = functional.scaled_dot_product_attention(queries, keys, self._heads(table[tokens]), is_causal=True)
+        return self.output(self.value(mixed.transpose(1, 2).reshape(batch, length, table.shape[1])))
 
     def weights(self, table: Tensor, tokens: Tensor, query_positions: Tensor) -> Tensor:
         """(B, n_head, T) attention weights of the query at query_positions over the positions."""

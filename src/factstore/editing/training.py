@@ -27,7 +27,7 @@ from torch.nn import functional
 
 from factstore.editing.corpus import AUTHOR, NONE, TEXT, Corpus
 from factstore.editing.model import FactLanguageModel
-from factstore.training import check_finite
+from factstore.training import adamw_with_warmup, check_finite
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,8 @@ def train_language_model(model: FactLanguageModel, corpus: Corpus, settings: Lan
     'max_epochs')}."""
     device = model.embedding.weight.device
     corpus = corpus.to(device)
-    optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=settings.learning_rate,
-                                  weight_decay=settings.weight_decay)
-    warmup = max(settings.warmup_steps, 1)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+    optimizer, schedule = adamw_with_warmup(model.trainable_parameters(), settings.learning_rate,
+                                            settings.weight_decay, settings.warmup_steps)
     started, steps, stop, recall, loss_value = time.perf_counter(), 0, "max_epochs", 0.0, math.nan
     text_loss, previous_text_loss = math.nan, math.inf
     model.train()

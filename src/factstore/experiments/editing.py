@@ -63,9 +63,8 @@ def build_expert(fact_set: FactSet, params: dict, generator: torch.Generator, de
     """The fact expert: method params['fact_expert']['method'] of the fact-storing-MLP library at
     width (or code size) params['fact_expert']['width']; GD trains towards 100% on `device`."""
     expert = params["fact_expert"]
-    protocol = gd.Protocol(lr=expert["learning_rate"], max_steps=expert["max_steps"], patience=expert["patience"],
-                           name="config")
-    module, _ = get_method(expert["method"]).build_at(fact_set, expert["width"], generator, protocol=protocol,
+    module, _ = get_method(expert["method"]).build_at(fact_set, expert["width"], generator,
+                                                      protocol=gd.Protocol.from_config(expert),
                                                       degree=expert["ntk_degree"], device=device)
     return module.cpu()
 

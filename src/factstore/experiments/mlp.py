@@ -78,8 +78,7 @@ def search_method(
     search = params["search"]
     generator = derived_generator(*seed_parts)
     if entry.search == "trained":
-        protocol = gd.Protocol(lr=params["gd"]["learning_rate"], max_steps=params["gd"]["max_steps"],
-                               patience=params["gd"]["patience"], name="config")
+        protocol = gd.Protocol.from_config(params["gd"])
         return smallest_widths(method, fact_set, targets, generator, high=search["gd_max_width"],
                                guess=gd_guess or default_gd_guess(entry, fact_set), growth=search["growth"],
                                resolution=search["resolution"], protocol=protocol, device=device)

@@ -51,11 +51,6 @@ from factstore.whitening import whiten_fact_set
 # ---------------------------------------------------------------------------------------------
 
 
-def gd_protocol(params: dict) -> gd.Protocol:
-    return gd.Protocol(lr=params["gd"]["learning_rate"], max_steps=params["gd"]["max_steps"],
-                       patience=params["gd"]["patience"], name="config")
-
-
 def build_mlp(method: str, fact_set: FactSet, size: int, generator: torch.Generator, params: dict,
               ustar: Tensor | None = None, device: torch.device | str = "cpu") -> tuple[nn.Module, int]:
     """(module, n_params): one MLP of method `method` (a name in mlp.methods.METHODS) at `size`.
@@ -65,7 +60,8 @@ def build_mlp(method: str, fact_set: FactSet, size: int, generator: torch.Genera
     100% on `device`.
     """
     entry = METHODS[method]
-    return entry.build_at(fact_set, size, generator, protocol=gd_protocol(params), degree=params["ntk_degree"],
+    return entry.build_at(fact_set, size, generator, protocol=gd.Protocol.from_config(params["gd"]),
+                          degree=params["ntk_degree"],
                           value_targets=entry.value_targets(fact_set, ustar), device=device)
 
 
@@ -78,7 +74,7 @@ def smallest_standalone(method: str, fact_set: FactSet, target: float, generator
     if entry.search == "trained":
         return smallest_widths(method, fact_set, [target], generator, high=search["gd_max_width"],
                                growth=search["growth"], resolution=search["resolution"],
-                               protocol=gd_protocol(params), device=device)[target]
+                               protocol=gd.Protocol.from_config(params["gd"]), device=device)[target]
     options = {"degree": params["ntk_degree"], "high": search["ntk_max_width"]} if entry.search == "unit_prefix" else {}
     return smallest_widths(method, fact_set, [target], generator, value_targets=entry.value_targets(fact_set, ustar),
                            **options)[target]

@@ -57,6 +57,12 @@ class Protocol:
     patience: int | None = None
     name: str = ""
 
+    @classmethod
+    def from_config(cls, section: dict) -> Protocol:
+        """The protocol a config section names: {learning_rate, max_steps, patience}."""
+        return cls(lr=section["learning_rate"], max_steps=section["max_steps"], patience=section["patience"],
+                   name="config")
+
 
 PAPER_PROTOCOL = Protocol(lr=1e-3, max_steps=10_000, patience=None, name="paper")
 FAST_PROTOCOL = Protocol(lr=3e-2, max_steps=3_000, patience=400, name="fast")

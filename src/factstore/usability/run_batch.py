@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional
 
-from factstore.transformer import FactTransformer, frozen_copy, rms_normalise, rotary
+from factstore.transformer import FactTransformer, attention_at, frozen_copy, rms_normalise
 
 
 class RunBatch(nn.Module):
@@ -60,11 +59,6 @@ class RunBatch(nn.Module):
     def size(self) -> int:
         return len(self.mlps)
 
-    def _heads(self, x: Tensor) -> Tensor:
-        """(N, T, d) -> (N, n_head, T, d / n_head)."""
-        count, length, dim = x.shape
-        return x.view(count, length, self.n_head, dim // self.n_head).transpose(1, 2)
-
     def forward(self, runs: list[int], tokens: Tensor, query_positions: Tensor) -> Tensor:
         """Logits (A, B, V) at the query positions (A, B) of the sequences tokens (A, B, T) of runs `runs`."""
         count, batch, length = tokens.shape
@@ -73,16 +67,11 @@ class RunBatch(nn.Module):
         key_tables = tables @ torch.stack([self.key[r] for r in runs]).transpose(1, 2)
         query_tables = tables @ torch.stack([self.query[r] for r in runs]).transpose(1, 2)
         run_rows = torch.arange(count, device=tokens.device).view(count, 1)
-        positions = torch.arange(length, device=tokens.device)
-        flat_positions = query_positions.reshape(-1)
-        keys = rotary(self._heads(key_tables[run_rows.unsqueeze(2), tokens].view(-1, length, dim)), positions,
-                      self.rope_base)
-        inputs = self._heads(tables[run_rows.unsqueeze(2), tokens].view(-1, length, dim))
         query_tokens = tokens.gather(2, query_positions.unsqueeze(2)).squeeze(2)  # (A, B)
-        queries = self._heads(query_tables[run_rows, query_tokens].view(-1, 1, dim))
-        queries = rotary(queries, flat_positions.view(-1, 1, 1), self.rope_base)
-        visible = (positions.unsqueeze(0) <= flat_positions.unsqueeze(1)).view(-1, 1, 1, length)
-        mixed = functional.scaled_dot_product_attention(queries, keys, inputs, attn_mask=visible).view(count, batch, dim)
+        mixed = attention_at(query_tables[run_rows, query_tokens].view(-1, dim),
+                             key_tables[run_rows.unsqueeze(2), tokens].view(-1, length, dim),
+                             tables[run_rows.unsqueeze(2), tokens].view(-1, length, dim),
+                             query_positions.reshape(-1), self.n_head, self.rope_base).view(count, batch, dim)
         logits = []
         for row, run in enumerate(runs):
             stored = self.mlps[run](rms_normalise(mixed[row]) * self.mlp_input_scales[run])

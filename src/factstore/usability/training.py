@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from factstore.training import check_finite
+from factstore.training import adamw_with_warmup, check_finite
 from factstore.transformer import FactTransformer, rms_normalise
 from factstore.usability.run_batch import RunBatch
 from factstore.usability.task import JunkLengths, Sequences, Vocabulary, recall_sequences
@@ -108,10 +108,8 @@ def train_attention(
         raise ValueError(f"{runs} runs but {len(tasks)} tasks, {len(fact_maps)} fact maps, {len(generators)} "
                          f"generators and {len(ceilings)} ceilings")
     vocabulary, device = tasks[0].vocabulary, model.embeddings.device
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=settings.learning_rate,
-                                  weight_decay=settings.weight_decay)
-    warmup = max(settings.warmup_steps, 1)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+    optimizer, schedule = adamw_with_warmup([p for p in model.parameters() if p.requires_grad], settings.learning_rate,
+                                            settings.weight_decay, settings.warmup_steps)
     stop_at = [min(settings.stop_accuracy, ceiling) for ceiling in ceilings]
     records = [{"steps": 0, "epochs": 0, "seconds": 0.0, "train_accuracy": 0.0, "stop": "max_steps",
                 "loss": float("nan")} for _ in range(runs)]
