@@ -149,7 +149,7 @@ def anisotropy(tables: dict[str, pd.DataFrame], params: dict):
                 label="not stored within the width cap (W above)")
     counts.set_yscale("log")
     counts.set_ylabel("smallest parameter count $W$")
-    counts.set_title(f"(a) F = {main_facts}, {_target_label(section['target'])}")
+    counts.set_title(f"(a) F = {main_facts}, {100 * section['target']:g}% stored")
 
     greys = dict(zip(sorted(table.F.unique()), ["0.65", "0.4", "0.1", "0.55", "0.25"] * 3))
     for n_facts, rows in table.groupby("F"):
