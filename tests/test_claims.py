@@ -67,7 +67,7 @@ def test_evaluation_statuses(tmp_path):
     assert records["E"]["status"] == "FAIL"  # a NaN measurement never passes
     assert "smoke" in records["A"]["note"]
     table = claims.markdown(list(records.values()))
-    assert "1 PASS, 2 FAIL, 2 NOT RUN" in table and "| B | FAIL |" in table
+    assert "1 PASS, 2 FAIL, 0 UNTESTABLE, 2 NOT RUN" in table and "| B | FAIL |" in table
 
 
 def test_duplicate_ids_are_rejected(tmp_path):
@@ -102,3 +102,31 @@ def test_an_infinite_measurement_is_reported_as_inf_and_fails_an_upper_bound():
     record = claims.evaluate_claim(claim, {"r.csv": pd.DataFrame({"metric": ["gain_upper"], "value": [float("inf")]})}, "default")
     assert record["status"] == "FAIL" and record["measured"] == {"gain_upper": "inf"}
     assert "gain_upper = inf" in claims.markdown([record])
+
+
+def _gated_claim(gate_min: float) -> dict:
+    return {
+        "id": "S9.gated", "work": "w", "statement": "s", "scale": "any", "result": "m.csv",
+        "checks": [{"metric": "slope", "min": 1.0}],
+        "gates": [{"metric": "learned_margin", "min": gate_min, "why": "the model beats its baseline"}],
+    }
+
+
+@pytest.mark.parametrize("slope, check_status", [(2.0, "PASS"), (0.0, "FAIL")])
+def test_a_failing_gate_makes_a_verdict_untestable_and_a_passing_gate_changes_nothing(slope, check_status):
+    table = pd.DataFrame({"metric": ["slope", "learned_margin"], "value": [slope, 3.0], "detail": ["", ""]})
+    passing = claims.evaluate_claim(_gated_claim(gate_min=2.0), {"m.csv": table}, "default")
+    failing = claims.evaluate_claim(_gated_claim(gate_min=5.0), {"m.csv": table}, "default")
+    ungated = claims.evaluate_claim(_gated_claim(gate_min=0.0) | {"gates": []}, {"m.csv": table}, "default")
+    assert passing["status"] == ungated["status"] == check_status
+    assert failing["status"] == "UNTESTABLE"
+    assert failing["check_status"] == check_status and failing["gates"] == {"learned_margin": 3.0}
+    assert "learned_margin >= 5.0" in failing["note"]
+
+
+def test_a_gate_on_the_claims_own_metric_is_refused(tmp_path):
+    claim = _gated_claim(gate_min=1.0)
+    claim["gates"][0]["metric"] = "slope"
+    (tmp_path / "claims.yaml").write_text(__import__("yaml").safe_dump([claim]))
+    with pytest.raises(claims.ClaimsError, match="one of the claim's own metrics"):
+        claims.load_registry(tmp_path / "claims.yaml")

@@ -240,7 +240,7 @@ def test_study_steps_run_end_to_end_at_tiny_scale(tmp_path):
     run_step("figures.draw", training | {"study": "ntk", "figure": "lazy_training"}, summaries, {"png": f"{tmp_path}/lazy.png", "pdf": f"{tmp_path}/lazy.pdf"})
 
     metrics = read_table(f"{tmp_path}/metrics.csv")
-    assert list(metrics.columns) == ["metric", "value", "detail"]
+    assert list(metrics.columns) == ["metric", "value", "standard_error", "detail"]
     assert {"ntk_convergence_slope", "lazy_training_slope", "linearised_error_max_width",
             "kernel_scaling_exponent", "kernel_scaling_r2"} <= set(metrics["metric"])
     assert len(read_table(f"{tmp_path}/trajectories_w64.csv")) == 2 * 2 * 5  # seeds x samples x records

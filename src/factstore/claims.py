@@ -3,6 +3,13 @@
 A claim has one or more checks; each check reads one metric (a row of a study's metrics.csv with
 columns metric, value, detail) and compares it with an expected range. A claim is PASS when every
 check holds, FAIL when one does not, NOT RUN when its result file or metric does not exist.
+
+A claim may also declare `gates`: testability conditions on the model or the measurement (the
+model learned something; the resolution can decide), never on the claim's own metric, written in
+the registry before a run with the same shape as a check (`metric`, `min` / `max`, `why`, and an
+optional `result` when the gate's metric lives in another study's table). When a gate fails, the
+claim reads UNTESTABLE, whatever its checks gave: the record keeps the gate's measured value and,
+beside it, the status the checks alone gave (`check_status`). A passing gate changes nothing.
 The expected ranges are the papers' claims, written before the runs: never tuned to pass.
 
 A claim whose wording or range changed after results were seen keeps one `revised` record per
@@ -20,9 +27,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-STATUSES = ("PASS", "FAIL", "NOT RUN")
-CLAIM_KEYS = {"id", "work", "statement", "result", "checks", "scale", "figures", "revised"}
+STATUSES = ("PASS", "FAIL", "UNTESTABLE", "NOT RUN")
+CLAIM_KEYS = {"id", "work", "statement", "result", "checks", "gates", "scale", "figures", "revised"}
 CHECK_KEYS = {"metric", "min", "max", "why"}
+GATE_KEYS = CHECK_KEYS | {"result"}
 REVISION_KEYS = {"date", "previous_statement", "previous_checks", "reason", "checks"}
 
 
@@ -50,6 +58,14 @@ def load_registry(path: str | Path) -> list[dict[str, Any]]:
             low, high = check.get("min", -math.inf), check.get("max", math.inf)
             if low > high:
                 raise ClaimsError(f"{path}: claim {claim['id']}: check {check['metric']} has min > max")
+        for gate in claim.get("gates", []):
+            if set(gate) - GATE_KEYS or "metric" not in gate or "why" not in gate:
+                raise ClaimsError(f"{path}: claim {claim['id']}: a gate needs 'metric' and 'why' and may have {sorted(GATE_KEYS)}")
+            if gate["metric"] in {check["metric"] for check in claim.get("checks", [])}:
+                raise ClaimsError(f"{path}: claim {claim['id']}: gate {gate['metric']} is one of the claim's own metrics; "
+                                  "a gate is about the model or the measurement")
+            if gate.get("min", -math.inf) > gate.get("max", math.inf):
+                raise ClaimsError(f"{path}: claim {claim['id']}: gate {gate['metric']} has min > max")
         for revision in claim.get("revised", []):
             if set(revision) != REVISION_KEYS:
                 raise ClaimsError(f"{path}: claim {claim['id']}: a revised record needs exactly {sorted(REVISION_KEYS)}")
@@ -92,6 +108,31 @@ def _revision_note(revision: dict) -> str:
     return f"revised {revision['date']}: was \"{revision['previous_statement']}\" ({previous}); why: {revision['reason']}"
 
 
+def _json_number(value: float) -> float | str | None:
+    # JSON has no infinity: an infinite measurement (a bound with nothing to bound it) is the
+    # string "inf" / "-inf"; NaN (not measurable) is null.
+    return float(value) if math.isfinite(value) else (None if math.isnan(value) else str(value))
+
+
+def _in_range(value: float, check: dict) -> bool:
+    return math.isfinite(value) and check.get("min", -math.inf) <= value <= check.get("max", math.inf)
+
+
+def evaluate_gates(claim: dict, metrics: dict[str, pd.DataFrame]) -> tuple[bool | None, dict[str, Any]]:
+    """(every gate holds, the gates' measured values); None instead of a bool when a gate's
+    metric or table is missing (the claim then cannot be called testable or not)."""
+    measured, passed = {}, True
+    for gate in claim.get("gates", []):
+        table = metrics.get(gate.get("result", claim.get("result")))
+        values = {} if table is None else dict(zip(table["metric"], table["value"]))
+        if gate["metric"] not in values:
+            return None, measured
+        value = float(values[gate["metric"]])
+        measured[gate["metric"]] = _json_number(value)
+        passed &= _in_range(value, gate)
+    return passed, measured
+
+
 def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str) -> dict[str, Any]:
     """One record of the report for `claim`, given the metrics tables by result path."""
     record = {
@@ -114,15 +155,24 @@ def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str
         value = values.get(check["metric"])
         if value is None:
             return record | {"status": "NOT RUN", "measured": measured or None, "note": f"metric {check['metric']} missing"}
-        # JSON has no infinity: an infinite measurement (a bound with nothing to bound it) is the
-        # string "inf" / "-inf"; NaN (not measurable) is null.
-        measured[check["metric"]] = float(value) if math.isfinite(value) else (None if math.isnan(value) else str(value))
-        low, high = check.get("min", -math.inf), check.get("max", math.inf)
-        passed &= math.isfinite(value) and low <= value <= high
+        measured[check["metric"]] = _json_number(value)
+        passed &= _in_range(value, check)
     note = "" if run_scale == claim["scale"] or claim["scale"] == "any" else (
         f"the expected range holds at {claim['scale']} scale; this run is {run_scale} scale"
     )
-    return record | {"status": "PASS" if passed else "FAIL", "measured": measured, "note": note}
+    check_status = "PASS" if passed else "FAIL"
+    if not claim.get("gates"):
+        return record | {"status": check_status, "measured": measured, "note": note}
+    gates_hold, gates_measured = evaluate_gates(claim, metrics)
+    record |= {"gates": gates_measured, "check_status": check_status, "measured": measured}
+    if gates_hold is None:
+        return record | {"status": "NOT RUN", "note": "a testability gate's metric is missing"}
+    if not gates_hold:
+        failed = "; ".join(_expected(gate) for gate in claim["gates"]
+                           if not _in_range(float(gates_measured[gate["metric"]] or math.nan), gate))
+        return record | {"status": "UNTESTABLE", "note": f"untestable at this scale: gate {failed} does not hold "
+                                                         f"(the checks alone give {check_status})"}
+    return record | {"status": check_status, "note": note}
 
 
 def evaluate(claims: list[dict], metric_files: list[str | Path], run_scale: str) -> list[dict[str, Any]]:
