@@ -1,4 +1,5 @@
-"""The claims registry holds exactly SPEC.md's ids; evaluation is PASS / FAIL / NOT RUN."""
+"""The claims registry holds exactly SPEC.md's ids; evaluation is PASS / FAIL / UNTESTABLE / NOT RUN, with
+margins in standard errors; the report groups the claims by work."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, strategies as st
 
-from factstore import claims
+from factstore import claims, claims_report
 from factstore.code_dependencies import source_files
 from conftest import REPOSITORY
 
@@ -65,9 +67,10 @@ def test_evaluation_statuses(tmp_path):
     assert records["B"]["status"] == "FAIL" and records["B"]["measured"] == {"y": 0.9}
     assert records["C"]["status"] == "NOT RUN" and records["D"]["status"] == "NOT RUN"
     assert records["E"]["status"] == "FAIL"  # a NaN measurement never passes
-    assert "smoke" in records["A"]["note"]
-    table = claims.markdown(list(records.values()))
+    assert records["A"]["note"] == ""  # the scale note is the header's, once
+    table = claims_report.markdown(list(records.values()))
     assert "1 PASS, 2 FAIL, 0 UNTESTABLE, 2 NOT RUN" in table and "| B | FAIL |" in table
+    assert table.count("this run is smoke scale") == 1
 
 
 def test_duplicate_ids_are_rejected(tmp_path):
@@ -88,7 +91,9 @@ def test_a_range_changed_without_a_revised_record_is_caught():
     assert claims.unrecorded_range_changes([silently_changed]) == ["X"]
     record = claims.evaluate_claim(claim, {"r.csv": pd.DataFrame({"metric": ["slope"], "value": [-0.5]})}, "default")
     assert record["status"] == "PASS" and "was \"old\" (slope in [-0.6, -0.4])" in record["revised"][0]
-    assert "| ↳ X |" in claims.markdown([record])
+    report = claims_report.markdown([record])
+    assert "[^1]" in report.split("\n[^1]:")[0] and "\n[^1]: X revised 2026-11-30" in report  # a footnote, not a row
+    assert report.count("| X |") == 1
 
 
 def test_every_revised_claim_keeps_the_range_of_its_last_revision():
@@ -101,7 +106,7 @@ def test_an_infinite_measurement_is_reported_as_inf_and_fails_an_upper_bound():
              "checks": [{"metric": "gain_upper", "max": 4.0}]}
     record = claims.evaluate_claim(claim, {"r.csv": pd.DataFrame({"metric": ["gain_upper"], "value": [float("inf")]})}, "default")
     assert record["status"] == "FAIL" and record["measured"] == {"gain_upper": "inf"}
-    assert "gain_upper = inf" in claims.markdown([record])
+    assert "gain_upper = inf" in claims_report.markdown([record])
 
 
 def _gated_claim(gate_min: float) -> dict:
@@ -130,3 +135,72 @@ def test_a_gate_on_the_claims_own_metric_is_refused(tmp_path):
     (tmp_path / "claims.yaml").write_text(__import__("yaml").safe_dump([claim]))
     with pytest.raises(claims.ClaimsError, match="one of the claim's own metrics"):
         claims.load_registry(tmp_path / "claims.yaml")
+
+
+def test_a_gate_measuring_exactly_zero_is_read_as_zero():
+    claim = _gated_claim(gate_min=0.0)
+    table = pd.DataFrame({"metric": ["slope", "learned_margin"], "value": [2.0, 0.0]})
+    assert claims.evaluate_claim(claim, {"m.csv": table}, "default")["status"] == "PASS"
+
+
+def test_an_untestable_row_shows_the_gate_value_and_the_checks_verdict():
+    table = pd.DataFrame({"metric": ["slope", "learned_margin"], "value": [0.0, 3.0]})
+    record = claims.evaluate_claim(_gated_claim(gate_min=5.0), {"m.csv": table}, "default")
+    row = next(line for line in claims_report.markdown([record]).splitlines() if line.startswith("| S9.gated |"))
+    assert "UNTESTABLE (checks: FAIL)" in row and "learned_margin >= 5.0 (measured 3)" in row
+
+
+@given(value=st.floats(-10, 10), error=st.floats(0.01, 5), low=st.floats(-5, 0), width=st.floats(0.1, 5))
+def test_the_margin_is_the_distance_to_the_nearer_bound_in_standard_errors(value, error, low, width):
+    check = {"metric": "x", "min": low, "max": low + width}
+    margin = claims.margin_in_standard_errors(value, check, error)
+    assert margin == pytest.approx(min(value - low, low + width - value) / error)
+    assert (margin >= 0) == claims._in_range(value, check)
+
+
+@pytest.mark.parametrize("error, fragile", [(0.05, False), (0.2, True), (float("nan"), False)])
+def test_a_verdict_within_one_standard_error_of_its_bound_is_fragile(error, fragile):
+    claim = {"id": "S9.slope", "work": "w", "statement": "s", "scale": "any", "result": "m.csv",
+             "checks": [{"metric": "slope", "max": -0.4}]}
+    table = pd.DataFrame({"metric": ["slope"], "value": [-0.5], "standard_error": [error]})
+    record = claims.evaluate_claim(claim, {"m.csv": table}, "default")
+    assert record["status"] == "PASS" and record["fragile"] is fragile
+    assert (record["margins"]["slope"] is None) == (error != error)
+    assert claims_report.status_text(record) == ("PASS, fragile" if fragile else "PASS")
+    if error == error:
+        assert f"slope = -0.5 ± {error:.4g}" in claims_report.measured_text(record)
+        assert claims_report.margin_text(record) == f"{0.1 / error:+.1f}"
+
+
+def test_every_claim_has_a_short_statement_of_at_most_twelve_words():
+    for claim in claims.load_registry(REPOSITORY / "config/claims.yaml"):
+        assert claim.get("short") and len(claim["short"].split()) <= 12, claim["id"]
+    assert claims.short_statement({"statement": "capacity falls (at d = 64); then rises"}) == "capacity falls"
+
+
+def test_the_report_is_grouped_by_work_with_a_count_line_each():
+    registry = [{"id": f"S{w}.c{i}", "short": f"claim {w}{i}", "work": f"work {w}", "statement": "s", "scale": "paper",
+                 "result": "m.csv", "checks": [{"metric": "x", "min": i}]} for w in (1, 0) for i in (0, 1)]
+    table = pd.DataFrame({"metric": ["x"], "value": [0.5]})
+    records = [claims.evaluate_claim(c, {"m.csv": table}, "default") for c in registry]
+    report = claims_report.markdown(records)
+    assert report.index("## S0: work 0") < report.index("## S1: work 1")
+    assert report.count("1 PASS, 1 FAIL, 0 UNTESTABLE, 0 NOT RUN") == 2
+    assert "**2 PASS, 2 FAIL, 0 UNTESTABLE, 0 NOT RUN** of 4 claims." in report
+    assert "| S0.c1 | FAIL | claim 01 | x = 0.5 | x >= 1 |" in report
+    page = claims_report.html_page(records)
+    assert page.count("<h2>") == 2 and "claim 01" in page
+    assert claims_report.flat_metrics(records) == {r["id"]: {"x": 0.5} for r in records}
+
+
+def test_compare_names_what_changed_between_two_runs():
+    claim = {"id": "S9.c", "work": "w", "statement": "s", "scale": "any", "result": "m.csv",
+             "checks": [{"metric": "x", "min": 1.0}]}
+    run = {v: [claims.evaluate_claim(claim, {"m.csv": pd.DataFrame({"metric": ["x"], "value": [v]})}, "smoke")]
+           for v in (0.5, 0.7, 2.0)}
+    assert [r["changed"] for r in claims_report.changes(run[0.5], run[0.5])] == [""]
+    assert [r["changed"] for r in claims_report.changes(run[0.5], run[0.7])] == ["value"]
+    assert [r["changed"] for r in claims_report.changes(run[0.5], run[2.0])] == ["status"]
+    assert [r["changed"] for r in claims_report.changes(run[0.5], [])] == ["only in A"]
+    text = claims_report.comparison_text("a", run[0.5], "b", run[2.0])
+    assert "1 of 1 claims changed (1 in status" in text and "x = 0.5" in text and "x = 2" in text

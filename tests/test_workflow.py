@@ -96,7 +96,7 @@ def test_the_report_holds_every_figure_with_its_caption_the_claims_and_the_run_t
         assert png.name in html, f"{png.name} is not in the report"
     assert "Claims it supports: S1.quarter-circle" in html  # the spectrum figure's caption
     assert "Scale of this run: smoke" in html
-    for name in ("claims.csv", "runtimes.csv", "versions.csv"):
+    for name in ("claims.html", "claims.csv", "runtimes.csv", "versions.csv"):
         assert name in html
     runtimes = pd.read_csv(smoke_run / "results/runtimes.csv")
     assert {"assoc.trained", "claims.report", "figures.draw"} <= set(runtimes.step)

@@ -3,6 +3,9 @@
 A claim has one or more checks; each check reads one metric (a row of a study's metrics.csv with
 columns metric, value, detail) and compares it with an expected range. A claim is PASS when every
 check holds, FAIL when one does not, NOT RUN when its result file or metric does not exist.
+Where the metrics table gives a metric's `standard_error`, the record carries it and the margin of
+the value from its nearest bound in standard errors (positive inside the range, negative outside);
+a verdict whose value lies within one standard error of a bound is `fragile`.
 
 A claim may also declare `gates`: testability conditions on the model or the measurement (the
 model learned something; the resolution can decide), never on the claim's own metric, written in
@@ -21,6 +24,7 @@ and the checks as that revision set them); the report prints them under the clai
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,7 @@ import pandas as pd
 import yaml
 
 STATUSES = ("PASS", "FAIL", "UNTESTABLE", "NOT RUN")
-CLAIM_KEYS = {"id", "work", "statement", "result", "checks", "gates", "scale", "figures", "revised"}
+CLAIM_KEYS = {"id", "short", "work", "statement", "result", "checks", "gates", "scale", "figures", "revised"}
 CHECK_KEYS = {"metric", "min", "max", "why"}
 GATE_KEYS = CHECK_KEYS | {"result"}
 REVISION_KEYS = {"date", "previous_statement", "previous_checks", "reason", "checks"}
@@ -85,6 +89,14 @@ def unrecorded_range_changes(claims: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def short_statement(claim: dict) -> str:
+    """The claim's `short` line, or, without one, its statement's first clause (up to the first
+    parenthesis, colon or semicolon)."""
+    if claim.get("short"):
+        return claim["short"]
+    return re.split(r"\s*[(:;]", claim["statement"], maxsplit=1)[0].strip()
+
+
 def claims_shown_in(claims: list[dict[str, Any]], figure: str) -> list[str]:
     """Ids of the claims whose `figures` list `figure` (e.g. 'assoc_accuracy'), in registry order."""
     return [claim["id"] for claim in claims if figure in claim.get("figures", [])]
@@ -114,6 +126,11 @@ def _json_number(value: float) -> float | str | None:
     return float(value) if math.isfinite(value) else (None if math.isnan(value) else str(value))
 
 
+def _as_float(value: float | str | None) -> float:
+    """A JSON number of `_json_number` back to a float (null -> NaN, "inf" -> inf)."""
+    return math.nan if value is None else float(value)
+
+
 def _in_range(value: float, check: dict) -> bool:
     return math.isfinite(value) and check.get("min", -math.inf) <= value <= check.get("max", math.inf)
 
@@ -133,15 +150,51 @@ def evaluate_gates(claim: dict, metrics: dict[str, pd.DataFrame]) -> tuple[bool 
     return passed, measured
 
 
+def margin_in_standard_errors(value: float, check: dict, standard_error: float) -> float:
+    """(distance of `value` from the nearer bound of `check`'s range) / standard_error: positive
+    inside the range, negative outside; NaN without a finite, positive standard error."""
+    if not (math.isfinite(value) and math.isfinite(standard_error) and standard_error > 0):
+        return math.nan
+    distances = [value - check["min"]] if "min" in check else []
+    distances += [check["max"] - value] if "max" in check else []
+    return min(distances) / standard_error if distances else math.nan
+
+
+def _table_values(table: pd.DataFrame) -> tuple[dict[str, float], dict[str, float]]:
+    """{metric: value} and {metric: standard_error} (NaN where the table gives none)."""
+    values = dict(zip(table["metric"], table["value"].astype(float)))
+    errors = table["standard_error"] if "standard_error" in table else pd.Series(math.nan, index=table.index)
+    return values, dict(zip(table["metric"], errors.astype(float)))
+
+
+def _uncertainty(checks: list[dict], values: dict, errors: dict) -> dict[str, Any]:
+    """The measured checks' standard errors and margins (in standard errors) and whether any
+    value lies within one standard error of its bound (`fragile`)."""
+    margins = {check["metric"]: margin_in_standard_errors(values[check["metric"]], check,
+                                                          errors.get(check["metric"], math.nan))
+               for check in checks}
+    return {
+        "standard_errors": {check["metric"]: _json_number(errors.get(check["metric"], math.nan)) for check in checks},
+        "margins": {metric: _json_number(margin) for metric, margin in margins.items()},
+        "fragile": any(math.isfinite(margin) and abs(margin) < 1 for margin in margins.values()),
+    }
+
+
 def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str) -> dict[str, Any]:
-    """One record of the report for `claim`, given the metrics tables by result path."""
+    """One record of the report for `claim`, given the metrics tables by result path.
+
+    `note` says only what is specific to this claim (a missing metric, a failed gate); that the
+    ranges hold at the claim's scale is the report header's (the record keeps both scales).
+    """
     record = {
         "id": claim["id"],
+        "short": short_statement(claim),
         "work": claim["work"],
         "statement": claim["statement"],
         "scale": claim["scale"],
         "run_scale": run_scale,
         "result": claim.get("result"),
+        "figures": list(claim.get("figures", [])),
         "expected": "; ".join(_expected(check) for check in claim.get("checks", [])) or "not yet specified",
         "revised": [_revision_note(revision) for revision in claim.get("revised", [])],
     }
@@ -149,58 +202,30 @@ def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str
     table = metrics.get(claim.get("result"))
     if not checks or table is None:
         return record | {"status": "NOT RUN", "measured": None, "note": "study not run (or not yet implemented)"}
-    values = dict(zip(table["metric"], table["value"]))
-    measured, passed = {}, True
-    for check in checks:
-        value = values.get(check["metric"])
-        if value is None:
-            return record | {"status": "NOT RUN", "measured": measured or None, "note": f"metric {check['metric']} missing"}
-        measured[check["metric"]] = _json_number(value)
-        passed &= _in_range(value, check)
-    note = "" if run_scale == claim["scale"] or claim["scale"] == "any" else (
-        f"the expected range holds at {claim['scale']} scale; this run is {run_scale} scale"
-    )
-    check_status = "PASS" if passed else "FAIL"
+    values, errors = _table_values(table)
+    missing = [check["metric"] for check in checks if check["metric"] not in values]
+    if missing:
+        measured = {m: _json_number(values[m]) for m in (c["metric"] for c in checks) if m in values}
+        return record | {"status": "NOT RUN", "measured": measured or None, "note": f"metric {missing[0]} missing"}
+    measured = {check["metric"]: _json_number(values[check["metric"]]) for check in checks}
+    check_status = "PASS" if all(_in_range(values[check["metric"]], check) for check in checks) else "FAIL"
+    record |= {"measured": measured} | _uncertainty(checks, values, errors)
     if not claim.get("gates"):
-        return record | {"status": check_status, "measured": measured, "note": note}
+        return record | {"status": check_status, "note": ""}
     gates_hold, gates_measured = evaluate_gates(claim, metrics)
-    record |= {"gates": gates_measured, "check_status": check_status, "measured": measured}
+    record |= {"gates": gates_measured, "check_status": check_status}
     if gates_hold is None:
         return record | {"status": "NOT RUN", "note": "a testability gate's metric is missing"}
     if not gates_hold:
-        failed = "; ".join(_expected(gate) for gate in claim["gates"]
-                           if not _in_range(float(gates_measured[gate["metric"]] or math.nan), gate))
-        return record | {"status": "UNTESTABLE", "note": f"untestable at this scale: gate {failed} does not hold "
+        failed = "; ".join(f"{_expected(gate)} (measured {_format(gates_measured[gate['metric']])})"
+                           for gate in claim["gates"] if not _in_range(_as_float(gates_measured[gate["metric"]]), gate))
+        return record | {"status": "UNTESTABLE", "note": f"untestable: gate {failed} does not hold "
                                                          f"(the checks alone give {check_status})"}
-    return record | {"status": check_status, "note": note}
+    return record | {"status": check_status, "note": ""}
 
 
-def evaluate(claims: list[dict], metric_files: list[str | Path], run_scale: str) -> list[dict[str, Any]]:
-    """Evaluate every claim; result files that do not exist leave their claims NOT RUN."""
-    metrics = {}
-    for path in metric_files:
-        path = Path(path)
-        if path.exists():
-            metrics[path.as_posix()] = pd.read_csv(path)
+def evaluate(claims: list[dict], metric_files: dict[str, str | Path], run_scale: str) -> list[dict[str, Any]]:
+    """Evaluate every claim; metric_files maps a claim's `result` (results/<study>/metrics.csv) to
+    the file of this run that holds it. Files that do not exist leave their claims NOT RUN."""
+    metrics = {result: pd.read_csv(path) for result, path in metric_files.items() if Path(path).exists()}
     return [evaluate_claim(claim, metrics, run_scale) for claim in claims]
-
-
-def markdown(records: list[dict[str, Any]]) -> str:
-    """The report as a Markdown table, with a count per status on top."""
-    counts = {status: sum(r["status"] == status for r in records) for status in STATUSES}
-    lines = [
-        "# Claims report",
-        "",
-        ", ".join(f"{count} {status}" for status, count in counts.items()),
-        "",
-        "| id | status | expected (range for the claim's scale) | measured | scale (claim / this run) | note |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in records:
-        measured = "; ".join(f"{k} = {_format(v)}" for k, v in (r["measured"] or {}).items()) or "-"
-        lines.append(
-            f"| {r['id']} | {r['status']} | {r['expected']} | {measured} | {r['scale']} / {r['run_scale']} | {r.get('note', '')} |"
-        )
-        lines += [f"| ↳ {r['id']} |  | {note} |  |  |  |" for note in r.get("revised", [])]
-    lines += ["", "Statements and sources: config/claims.yaml; metrics: results/<study>/metrics.csv."]
-    return "\n".join(lines) + "\n"

@@ -1,7 +1,10 @@
-# The claims report (json: a list of records; summary: counts per status, for `dvc metrics show`):
-# every claim of SPEC.md's table, PASS / FAIL / NOT RUN with measured values.
+# The claims report: every claim of SPEC.md's table, PASS / FAIL / UNTESTABLE / NOT RUN with its
+# measured values (json: a list of records, what `python -m factstore compare` reads; md and html:
+# the report a reader reads, the html in the Snakemake report; summary: counts per status; metrics:
+# {claim id: {metric: value}}, DVC's metric; csv: one row per claim).
 
-CLAIMS_REPORT = ["results/claims.json", "results/claims.md", "results/claims_summary.json", "results/claims.csv"]
+CLAIMS_REPORT = ["results/claims.json", "results/claims.md", "results/claims_summary.json", "results/claims.csv",
+                 "results/claims_metrics.json", "results/claims.html"]
 
 
 rule claims_report:
@@ -14,6 +17,8 @@ rule claims_report:
         markdown=CLAIMS_REPORT[1],
         summary=CLAIMS_REPORT[2],
         table=report(CLAIMS_REPORT[3], caption="../report/claims.rst", category="Claims"),
+        flat=CLAIMS_REPORT[4],
+        html=report(CLAIMS_REPORT[5], caption="../report/claims.rst", category="Claims"),
     params:
         step="claims.report",
         json=as_json({"scale": config["scale"]}),

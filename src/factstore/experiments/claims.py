@@ -6,17 +6,32 @@ from pathlib import Path
 
 import pandas as pd
 
-from factstore import claims
+from factstore import claims, claims_report
+
+TABLE_COLUMNS = ("id", "short", "status", "check_status", "measured", "expected", "margins", "fragile",
+                 "figures", "scale", "run_scale", "note")
 
 
 def report(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """inputs: registry=config/claims.yaml and metrics_<study>=results/<study>/metrics.csv."""
+    """inputs: registry=config/claims.yaml and metrics_<study>=<run dir>/results/<study>/metrics.csv.
+
+    A claim names its table as results/<study>/metrics.csv, whatever the run directory: the
+    input named metrics_<study> is that table of this run."""
     registry = claims.load_registry(inputs["registry"])
-    metric_files = [path.as_posix() for name, path in inputs.items() if name.startswith("metrics_")]
-    records = claims.evaluate(registry, metric_files, params["scale"])
-    counts = {status: sum(r["status"] == status for r in records) for status in claims.STATUSES}
-    table = pd.DataFrame(
-        [{k: r.get(k) for k in ("id", "status", "expected", "scale", "run_scale", "note")}
-         | {"measured": "; ".join(f"{k} = {v}" for k, v in (r["measured"] or {}).items())} for r in records]
-    )
-    return {"json": records, "markdown": claims.markdown(records), "summary": counts, "table": table}
+    tables = {f"results/{name.removeprefix('metrics_')}/metrics.csv": path
+              for name, path in inputs.items() if name.startswith("metrics_")}
+    records = claims.evaluate(registry, tables, params["scale"])
+    table = pd.DataFrame([
+        {column: r.get(column) for column in TABLE_COLUMNS}
+        | {"status": claims_report.status_text(r), "measured": claims_report.measured_text(r),
+           "margins": claims_report.margin_text(r), "figures": ", ".join(r["figures"])}
+        for r in records
+    ], columns=TABLE_COLUMNS)
+    return {
+        "json": records,
+        "markdown": claims_report.markdown(records),
+        "html": claims_report.html_page(records),
+        "summary": claims_report.counts(records),
+        "flat": claims_report.flat_metrics(records),
+        "table": table,
+    }

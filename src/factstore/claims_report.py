@@ -1,0 +1,208 @@
+"""The claims report as a reader sees it, from the records of `factstore.claims.evaluate`.
+
+One document, two renderings (results/claims.md and results/claims.html, the latter in the
+Snakemake report): a headline counting PASS / FAIL / UNTESTABLE / NOT RUN (and how many verdicts
+are fragile), the scale note once, then one section per work (S0 ... S4) with a one-line count
+and one row per claim: its short statement, status, measured value(s) with their standard errors
+against the expected range, the margin in standard errors, the figures that show it and a note
+only where one says something about that claim. Revisions are footnotes of their claim.
+
+Also here: the flat {claim id: {metric: value}} that DVC reads as a metric
+(results/claims_metrics.json) and the comparison of two runs' records (`python -m factstore
+compare`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from factstore.claims import STATUSES
+
+Record = dict[str, Any]
+
+
+def work_of(record: Record) -> str:
+    """The study a claim belongs to, from its id: 'S1.hebbian-all' -> 'S1'."""
+    return record["id"].split(".", 1)[0]
+
+
+def counts(records: list[Record]) -> dict[str, int]:
+    """{status: number of records with it}, in STATUSES order (zeros included)."""
+    return {status: sum(r["status"] == status for r in records) for status in STATUSES}
+
+
+def count_line(records: list[Record]) -> str:
+    """'23 PASS, 8 FAIL, 1 UNTESTABLE, 2 NOT RUN' (plus ', 3 fragile' when some are)."""
+    line = ", ".join(f"{count} {status}" for status, count in counts(records).items())
+    fragile = sum(bool(r.get("fragile")) and r["status"] in ("PASS", "FAIL") for r in records)
+    return line + (f" ({fragile} fragile)" if fragile else "")
+
+
+def format_number(value: float | str | None) -> str:
+    """4 significant digits; 'inf' / '-inf' as given; None (not measurable) as 'nan'."""
+    if isinstance(value, str):
+        return value
+    return "nan" if value is None or not math.isfinite(value) else f"{value:.4g}"
+
+
+def status_text(record: Record) -> str:
+    """The status cell: 'PASS', 'FAIL, fragile', 'UNTESTABLE (checks: PASS)'."""
+    if record["status"] == "UNTESTABLE":
+        return f"UNTESTABLE (checks: {record['check_status']})"
+    if record.get("fragile") and record["status"] in ("PASS", "FAIL"):
+        return f"{record['status']}, fragile"
+    return record["status"]
+
+
+def measured_text(record: Record) -> str:
+    """'slope = -0.52 ± 0.03; r2 = 0.98' (the ± where the metrics table gives a standard error)."""
+    errors = record.get("standard_errors") or {}
+    parts = []
+    for metric, value in (record.get("measured") or {}).items():
+        error = errors.get(metric)
+        parts.append(f"{metric} = {format_number(value)}" + (f" ± {format_number(error)}" if error is not None else ""))
+    return "; ".join(parts) or "-"
+
+
+def margin_text(record: Record) -> str:
+    """The margins in standard errors, '+3.2' per metric that has one, '-' where none has."""
+    margins = {m: v for m, v in (record.get("margins") or {}).items() if v is not None}
+    if not margins:
+        return "-"
+    if len(margins) == 1:
+        return f"{next(iter(margins.values())):+.1f}"
+    return "; ".join(f"{metric} {margin:+.1f}" for metric, margin in margins.items())
+
+
+def header_lines(records: list[Record]) -> list[str]:
+    """The headline and what holds for every row (statuses, scales, margins), once."""
+    run_scales = sorted({r["run_scale"] for r in records})
+    other_scale = sorted({r["scale"] for r in records if r["scale"] not in ("any", *run_scales)})
+    scale_note = (f"The expected ranges are the papers' claims at the scale each claim names "
+                  f"({', '.join(other_scale)} for most); this run is {', '.join(run_scales)} scale, so a FAIL "
+                  "may be a scale effect: compare with a run at the claim's scale." if other_scale else
+                  f"This run is {', '.join(run_scales)} scale, the scale of every claim's range.")
+    return [
+        f"**{count_line(records)}** of {len(records)} claims.",
+        "",
+        scale_note,
+        "PASS / FAIL: every check / some check holds; UNTESTABLE: a testability gate declared before the run "
+        "(the model learned; the measurement can decide) does not hold, the checks' own verdict beside it; "
+        "NOT RUN: no result yet. Measured values carry ± one standard error where the study gives one; the "
+        "margin is the distance to the nearer bound in standard errors (negative: outside the range); "
+        "'fragile': within one standard error of a bound.",
+    ]
+
+
+def markdown(records: list[Record]) -> str:
+    """results/claims.md: the headline, then one section per work with its claims' rows and their
+    revisions as footnotes."""
+    lines = ["# Claims report", "", *header_lines(records)]
+    footnote = 0
+    for work in sorted({work_of(r) for r in records}):
+        rows = [r for r in records if work_of(r) == work]
+        lines += ["", f"## {work}: {rows[0]['work']}", "", count_line(rows), "",
+                  "| id | status | claim | measured | expected | margin (SE) | figures | note |",
+                  "|---|---|---|---|---|---|---|---|"]
+        notes = []
+        for r in rows:
+            marks = ""
+            for revision in r.get("revised", []):
+                footnote += 1
+                marks += f"[^{footnote}]"
+                notes.append(f"[^{footnote}]: {r['id']} {revision}")
+            figures = ", ".join(f"[{name}](../figures/{name}.png)" for name in r.get("figures", [])) or "-"
+            cells = [r["id"], status_text(r), r["short"] + marks, measured_text(r), r["expected"], margin_text(r),
+                     figures, r.get("note", "")]
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+        lines += ["", *notes] if notes else []
+    lines += ["", "Statements, ranges and gates: config/claims.yaml; metrics: results/<study>/metrics.csv."]
+    return "\n".join(lines) + "\n"
+
+
+def html_page(records: list[Record]) -> str:
+    """results/claims.html, the same content as `markdown` for the Snakemake report."""
+    escape = html.escape
+    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>Claims report</title><style>"
+             "body{font-family:sans-serif;font-size:14px}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}th{background:#eee}"
+             ".PASS{color:#176117}.FAIL{color:#a11}.UNTESTABLE{color:#a66a00}.fragile{font-style:italic}"
+             "</style></head><body><h1>Claims report</h1>"]
+    header = header_lines(records)
+    parts += [f"<p><b>{escape(count_line(records))}</b> of {len(records)} claims.</p>"]
+    parts += [f"<p>{escape(line)}</p>" for line in header[2:]]
+    for work in sorted({work_of(r) for r in records}):
+        rows = [r for r in records if work_of(r) == work]
+        parts += [f"<h2>{escape(work)}: {escape(rows[0]['work'])}</h2><p>{escape(count_line(rows))}</p>",
+                  "<table><tr><th>id</th><th>status</th><th>claim</th><th>measured</th><th>expected</th>"
+                  "<th>margin (SE)</th><th>figures</th><th>note</th></tr>"]
+        for r in rows:
+            css = r["status"].replace(" ", "_") + (" fragile" if r.get("fragile") else "")
+            revisions = "".join(f"<br><small>{escape(revision)}</small>" for revision in r.get("revised", []))
+            cells = [escape(r["id"]), f"<span class='{css}'>{escape(status_text(r))}</span>",
+                     escape(r["short"]) + revisions, escape(measured_text(r)), escape(r["expected"]),
+                     escape(margin_text(r)), escape(", ".join(r.get("figures", [])) or "-"), escape(r.get("note", ""))]
+            parts.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+        parts.append("</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def flat_metrics(records: list[Record]) -> dict[str, dict[str, float | str | None]]:
+    """{claim id: {metric: measured value}} for every measured claim (its gates' values too): the
+    shape `dvc metrics show / diff` and `dvc exp show` read (claims.json is a list, which they skip)."""
+    return {r["id"]: dict(r.get("measured") or {}) | dict(r.get("gates") or {})
+            for r in records if r.get("measured") or r.get("gates")}
+
+
+def run_records(run: str | Path) -> list[Record]:
+    """The claims records of a run: `run` is a run directory (holding results/claims.json, e.g. '.'
+    or 'runs/paper') or a claims.json itself."""
+    path = Path(run)
+    path = path if path.is_file() else path / "results" / "claims.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{run}: no claims report (expected {path}); run the workflow's claims target first")
+    return json.loads(path.read_text())
+
+
+def changes(before: list[Record], after: list[Record]) -> list[dict[str, str]]:
+    """One row per claim id of either run: both runs' status and measured values, and what changed
+    ('status', 'value', 'only in A' / 'only in B', or '' when nothing did)."""
+    a, b = {r["id"]: r for r in before}, {r["id"]: r for r in after}
+    rows = []
+    for claim_id in list(a) + [i for i in b if i not in a]:
+        ra, rb = a.get(claim_id), b.get(claim_id)
+        if ra is None or rb is None:
+            changed = "only in B" if ra is None else "only in A"
+        elif ra["status"] != rb["status"]:
+            changed = "status"
+        elif (ra.get("measured") or {}) != (rb.get("measured") or {}):
+            changed = "value"
+        else:
+            changed = ""
+        rows.append({
+            "id": claim_id,
+            "status_a": status_text(ra) if ra else "-", "measured_a": measured_text(ra) if ra else "-",
+            "status_b": status_text(rb) if rb else "-", "measured_b": measured_text(rb) if rb else "-",
+            "changed": changed,
+        })
+    return rows
+
+
+def comparison_text(name_a: str, before: list[Record], name_b: str, after: list[Record]) -> str:
+    """The comparison as text: both runs' headlines, a table of every claim and a count of changes."""
+    rows = changes(before, after)
+    table = [["id", "A: status", "A: measured", "B: status", "B: measured", "changed"]]
+    table += [[r["id"], r["status_a"], r["measured_a"], r["status_b"], r["measured_b"], r["changed"]] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = [f"A = {name_a}: {count_line(before)}", f"B = {name_b}: {count_line(after)}", ""]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
+    changed = [r for r in rows if r["changed"]]
+    statuses = sum(r["changed"] == "status" for r in changed)
+    lines += ["", f"{len(changed)} of {len(rows)} claims changed ({statuses} in status, "
+                  f"{sum(r['changed'] == 'value' for r in changed)} in value only)."]
+    return "\n".join(lines) + "\n"
