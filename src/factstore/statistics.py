@@ -8,25 +8,43 @@ fail visibly instead of passing on a degenerate input).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 
-class LineFit(NamedTuple):
-    """y = slope x + intercept, with the coefficient of determination r2."""
+@dataclass(frozen=True)
+class LineFit:
+    """y = slope x + intercept, with the coefficient of determination r2 and the standard errors
+    of slope and intercept (scipy.stats.linregress's; NaN with fewer than 3 points, where the
+    residuals have no degree of freedom). Unpacks as (slope, intercept, r2), as it always has."""
 
     slope: float
     intercept: float
     r2: float
+    slope_se: float = math.nan
+    intercept_se: float = math.nan
+
+    def __iter__(self) -> Iterator[float]:
+        return iter((self.slope, self.intercept, self.r2))
 
 
-class PowerLawFit(NamedTuple):
-    """y = prefactor x^exponent, fitted as a line in (log x, log y); r2 of that line."""
+@dataclass(frozen=True)
+class PowerLawFit:
+    """y = prefactor x^exponent, fitted as a line in (log x, log y); r2 of that line; exponent_se
+    the line's slope standard error, prefactor_se = prefactor x the intercept's (the delta method
+    through exp). Unpacks as (exponent, prefactor, r2)."""
 
     exponent: float
     prefactor: float
     r2: float
+    exponent_se: float = math.nan
+    prefactor_se: float = math.nan
+
+    def __iter__(self) -> Iterator[float]:
+        return iter((self.exponent, self.prefactor, self.r2))
 
 
 def _float_vectors(x, y, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -46,13 +64,18 @@ def r_squared(y: np.ndarray, fitted: np.ndarray) -> float:
 
 
 def linear_fit(x, y) -> LineFit:
-    """Least-squares line through the points (x_i, y_i): x, y 1-D of equal length >= 2."""
+    """Least-squares line through the points (x_i, y_i): x, y 1-D of equal length >= 2; the
+    standard errors from scipy.stats.linregress (NaN for 2 points, 0 for an exactly flat y)."""
     x, y = _float_vectors(x, y, "linear_fit")
     if np.ptp(y) == 0:  # exactly flat: slope 0, not a rounding-level +-1e-17 whose sign could flip a check
-        return LineFit(0.0, float(y[0]), math.nan)
+        error = 0.0 if x.size > 2 else math.nan
+        return LineFit(0.0, float(y[0]), math.nan, error, error)
     design = np.stack([x, np.ones_like(x)], axis=1)
     (slope, intercept), *_ = np.linalg.lstsq(design, y, rcond=None)
-    return LineFit(float(slope), float(intercept), r_squared(y, slope * x + intercept))
+    errors = stats.linregress(x, y) if x.size > 2 else None
+    return LineFit(float(slope), float(intercept), r_squared(y, slope * x + intercept),
+                   math.nan if errors is None else float(errors.stderr),
+                   math.nan if errors is None else float(errors.intercept_stderr))
 
 
 def power_law_fit(x, y) -> PowerLawFit:
@@ -61,7 +84,8 @@ def power_law_fit(x, y) -> PowerLawFit:
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0) and np.all(y > 0)):
         raise ValueError("power_law_fit needs strictly positive, finite x and y")
     line = linear_fit(np.log(x), np.log(y))
-    return PowerLawFit(line.slope, math.exp(line.intercept), line.r2)
+    prefactor = math.exp(line.intercept)
+    return PowerLawFit(line.slope, prefactor, line.r2, line.slope_se, prefactor * line.intercept_se)
 
 
 def spearman(x, y) -> float:
