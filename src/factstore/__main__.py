@@ -11,6 +11,9 @@ and bad or missing data are reported in one line naming the step), 2 a bad comma
 
     python -m factstore assoc.train --params '{"d": 64, "seed": 0}' \
         --output table=results/assoc/train_d64.csv --threads 1
+
+`python -m factstore compare RUN_A RUN_B` prints the claims of two runs side by side (status and
+measured values) and what changed; a run is a run directory ('.', 'runs/paper') or a claims.json.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from factstore import io, provenance
+from factstore import claims_report, io, provenance
 from factstore.device import seed_everything, select_device
 from factstore.errors import DataProblem, TrainingDiverged
 
@@ -151,7 +154,27 @@ def run_step(
     return written
 
 
+def compare(argv: list[str]) -> int:
+    """`compare RUN_A RUN_B`: both runs' claims and what changed (exit 0), or one line saying which
+    run has no claims report (exit 2)."""
+    parser = argparse.ArgumentParser(prog="python -m factstore compare",
+                                     description="the claims of two runs side by side, and what changed")
+    parser.add_argument("run_a", help="a run directory ('.', runs/paper) or its results/claims.json")
+    parser.add_argument("run_b", help="the run to compare it with")
+    args = parser.parse_args(argv)
+    try:
+        before, after = claims_report.run_records(args.run_a), claims_report.run_records(args.run_b)
+    except FileNotFoundError as error:
+        print(f"factstore: error: {error}", file=sys.stderr)
+        return 2
+    print(claims_report.comparison_text(args.run_a, before, args.run_b, after), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compare"]:
+        return compare(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m factstore", description=__doc__.split("\n\n")[0])
     parser.add_argument("step", help="experiment step, MODULE.FUNCTION inside factstore.experiments")
     parser.add_argument("--params", default="{}", help="JSON object of parameters, or @file.json")

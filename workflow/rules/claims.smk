@@ -40,7 +40,7 @@ rule runtimes:
         versions=report("results/versions.csv", caption="../report/runtimes.rst", category="Run times and versions"),
     params:
         step="runtimes.table",
-        json=as_json({"folders": ["results", "figures"]}),
+        json=as_json({"folders": [in_run("results"), in_run("figures")]}),
         io=runner_io,
     log:
         "logs/runtimes.log",

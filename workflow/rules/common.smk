@@ -34,6 +34,16 @@ except factstore_config.ConfigError as error:
 if config["data"].get("mirror") and not os.environ.get(MIRROR_ENVIRONMENT_VARIABLE):
     os.environ[MIRROR_ENVIRONMENT_VARIABLE] = str(config["data"]["mirror"])
 
+# This run's directory (workflow/Snakefile moves every rule's paths there); a step that is given a
+# folder as a parameter rather than as an input gets it through in_run.
+RUN_DIR = config["run_dir"]
+
+
+def in_run(folder):
+    """`folder` (e.g. "results") inside this run's directory."""
+    return folder if RUN_DIR == "." else f"{RUN_DIR}/{folder}"
+
+
 # Every study appends its figure files and its metrics table here.
 FIGURES = []
 METRICS = {}
