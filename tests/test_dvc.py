@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -139,3 +140,43 @@ def test_factstore_config_disagreeing_with_dvc_stops_the_run(committed):
                cwd=committed, extra_env=env, check=False)
     assert done.returncode != 0
     assert "FACTSTORE_CONFIG=config/config.yaml, but DVC runs with" in done.stdout + done.stderr
+
+
+def test_dvc_metrics_show_lists_a_claims_measured_value(committed):
+    """The claims step (through the runner, as its rule calls it) writes claims_metrics.json, which
+    dvc.yaml declares a metric: `dvc metrics show` then lists a claim's measured value by id."""
+    from factstore.claims import load_registry
+
+    claim = next(c for c in load_registry(committed / "config/claims.yaml") if c["id"] == "S1.hebbian-all")
+    metric = claim["checks"][0]["metric"]
+    results = committed / "results"
+    saved = {path: path.read_bytes() for path in results.rglob("*") if path.is_file()}
+    outputs = {"json": "claims.json", "markdown": "claims.md", "summary": "claims_summary.json", "table": "claims.csv",
+               "flat": "claims_metrics.json", "html": "claims.html"}
+    try:
+        pd.DataFrame({"metric": [metric], "value": [0.123], "standard_error": [0.01], "detail": [""]}).to_csv(
+            results / "assoc/metrics.csv", index=False)
+        run(sys.executable, "-m", "factstore", "claims.report", "--params", '{"scale": "smoke"}',
+            "--input", "registry=config/claims.yaml", "--input", "metrics_assoc=results/assoc/metrics.csv",
+            *[f"--output={name}=results/{file}" for name, file in outputs.items()], cwd=committed)
+        shown = json.loads(dvc("metrics", "show", "--json", cwd=committed).stdout)
+        assert shown[""]["data"]["results/claims_metrics.json"]["data"]["S1.hebbian-all"] == {metric: 0.123}
+        assert f"S1.hebbian-all.{metric}" in dvc("metrics", "show", cwd=committed).stdout
+    finally:
+        for path in results.rglob("*"):
+            if path.is_file() and path not in saved:
+                path.unlink()
+        for path, content in saved.items():
+            path.write_bytes(content)
+
+
+def test_every_figure_of_the_workflow_is_a_dvc_plot(committed):
+    """dvc.yaml's image plots are exactly the PNGs the `figures` target makes (a new figure must be
+    added under `plots:` for `dvc plots diff` to show it)."""
+    summary = run(sys.executable, "-m", "snakemake", "--nolock", "--summary", "all", "--configfile", SMOKE,
+                  cwd=committed).stdout
+    made = {line.split("\t")[0] for line in summary.splitlines()[1:]}
+    plots = {next(iter(p)) if isinstance(p, dict) else p for p in yaml.safe_load((committed / "dvc.yaml").read_text())["plots"]}
+    figures = {path for path in made if path.startswith("figures/") and path.endswith(".png")}
+    assert {p for p in plots if p.endswith(".png")} == figures
+    assert plots - figures <= made  # the key tables are tables the workflow makes

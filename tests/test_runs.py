@@ -1,0 +1,77 @@
+"""Runs side by side: a second run in its own run directory beside the session's smoke run, the
+`compare` command on the two, and determinism (two clean runs, byte-identical claims and metrics).
+
+Both tests reuse the session's smoke run (tests/conftest.py: smoke_run) as their first run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import SMOKE, run, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+def compare(root: Path, run_a: str, run_b: str) -> subprocess.CompletedProcess:
+    """`python -m factstore compare RUN_A RUN_B` in `root`, as a user types it."""
+    return run(sys.executable, "-m", "factstore", "compare", run_a, run_b, cwd=root)
+
+
+def changed_config(root: Path, run_dir: str, change) -> Path:
+    """The smoke config with run_dir set and `change(config)` applied, written into the run directory."""
+    config = yaml.safe_load((root / SMOKE).read_text())
+    config["run_dir"] = run_dir
+    change(config)
+    path = root / run_dir / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def test_compare_names_the_claims_one_changed_parameter_moved(smoke_run):
+    """A second smoke run in runs/fewer_seeds with one parameter changed (the Hebbian study's seed
+    count). To keep it cheap the run starts from copies of the first run's files without the one
+    table that parameter makes, so only that table and what reads it are made again; `compare`
+    must then report changes in S1 (the Hebbian claims) and nowhere else."""
+    second = smoke_run / "runs/fewer_seeds"
+    for folder in ("data", "results", "figures"):
+        shutil.copytree(smoke_run / folder, second / folder, dirs_exist_ok=True)  # copy2: mtimes kept
+    for path in (second / "results/assoc").glob("hebbian.csv*"):
+        path.unlink()
+    config = changed_config(smoke_run, "runs/fewer_seeds",
+                            lambda c: c["assoc"]["hebbian"].update(seeds=c["assoc"]["hebbian"]["seeds"] - 1))
+    snakemake("--cores", "2", "all", "--configfile", str(config), cwd=smoke_run)
+    assert (second / "results/assoc/hebbian.csv").is_file() and (second / "results/claims.md").is_file()
+
+    shown = compare(smoke_run, ".", "runs/fewer_seeds").stdout
+    records = json.loads((smoke_run / "results/claims.json").read_text())
+    rows = {line.split()[0]: line for line in shown.splitlines() if line.startswith("S")}
+    assert set(rows) == {r["id"] for r in records}  # every claim of both runs, one row each
+    changed = {claim_id for claim_id, line in rows.items() if line.rstrip().endswith(("status", "value"))}
+    assert changed and {claim_id[:2] for claim_id in changed} == {"S1"}, shown
+    assert "S1.hebbian-all" in changed or "S1.hebbian-typical" in changed
+    assert shown.startswith("A = .: ") and "\nB = runs/fewer_seeds: " in shown
+
+
+def test_two_clean_runs_give_byte_identical_claims_and_metrics(smoke_run):
+    """The README's promise (same seed, same machine, same numbers) at smoke scale: a second clean
+    run of the same config, in its own run directory, writes the same bytes to claims.json,
+    claims_metrics.json and every study's metrics.csv."""
+    config = changed_config(smoke_run, "runs/again", lambda c: None)
+    snakemake("--cores", "2", "all", "--configfile", str(config), cwd=smoke_run)
+    again = smoke_run / "runs/again"
+    tables = sorted(path.relative_to(smoke_run) for path in (smoke_run / "results").glob("*/metrics.csv"))
+    assert len(tables) >= 8
+    different = [str(path) for path in [Path("results/claims.json"), Path("results/claims_metrics.json"), *tables]
+                 if (smoke_run / path).read_bytes() != (again / path).read_bytes()]
+    assert not different, f"differ between two clean runs: {different}"
+    claims = len(json.loads((again / "results/claims.json").read_text()))
+    assert compare(smoke_run, ".", "runs/again").stdout.rstrip().endswith(
+        f"0 of {claims} claims changed (0 in status, 0 in value only).")
