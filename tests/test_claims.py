@@ -170,6 +170,7 @@ def test_a_verdict_within_one_standard_error_of_its_bound_is_fragile(error, frag
     if error == error:
         assert f"slope = -0.5 ± {error:.4g}" in claims_report.measured_text(record)
         assert claims_report.margin_text(record) == f"{0.1 / error:+.1f}"
+        assert claims_report.check_texts(record) == [f"slope = -0.5 ± {error:.4g}, expected <= -0.4 ({0.1 / error:+.1f} SE) ✓"]
 
 
 def test_every_claim_has_a_short_statement_of_at_most_twelve_words():
@@ -187,7 +188,8 @@ def test_the_report_is_grouped_by_work_with_a_count_line_each():
     assert report.index("## S0: work 0") < report.index("## S1: work 1")
     assert report.count("1 PASS, 1 FAIL, 0 UNTESTABLE, 0 NOT RUN") == 2
     assert "**2 PASS, 2 FAIL, 0 UNTESTABLE, 0 NOT RUN** of 4 claims." in report
-    assert "| S0.c1 | FAIL | claim 01 | x = 0.5 | x >= 1 |" in report
+    assert "| S0.c1 | FAIL | claim 01 | x = 0.5, expected >= 1 ✗ |" in report
+    assert "| S0.c0 | PASS | claim 00 | x = 0.5, expected >= 0 ✓ |" in report
     page = claims_report.html_page(records)
     assert page.count("<h2>") == 2 and "claim 01" in page
     assert claims_report.flat_metrics(records) == {r["id"]: {"x": 0.5} for r in records}

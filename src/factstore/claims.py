@@ -196,6 +196,8 @@ def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str
         "result": claim.get("result"),
         "figures": list(claim.get("figures", [])),
         "expected": "; ".join(_expected(check) for check in claim.get("checks", [])) or "not yet specified",
+        "ranges": {check["metric"]: {bound: check[bound] for bound in ("min", "max") if bound in check}
+                   for check in claim.get("checks", [])},
         "revised": [_revision_note(revision) for revision in claim.get("revised", [])],
     }
     checks = claim.get("checks", [])

@@ -78,6 +78,33 @@ def margin_text(record: Record) -> str:
     return "; ".join(f"{metric} {margin:+.1f}" for metric, margin in margins.items())
 
 
+def _range_text(bounds: dict) -> str:
+    if "min" in bounds and "max" in bounds:
+        return f"in [{format_number(bounds['min'])}, {format_number(bounds['max'])}]"
+    return f">= {format_number(bounds['min'])}" if "min" in bounds else f"<= {format_number(bounds['max'])}"
+
+
+def check_texts(record: Record) -> list[str]:
+    """One line per check, measured against expected: 'slope = -0.52 ± 0.03, expected <= -0.4
+    (+4.0 SE) ✓'; ✓ / ✗ whether the check holds, '?' where the metric is missing."""
+    measured, errors = record.get("measured") or {}, record.get("standard_errors") or {}
+    margins = record.get("margins") or {}
+    lines = []
+    for metric, bounds in (record.get("ranges") or {}).items():
+        if metric not in measured:
+            lines.append(f"{metric}: missing, expected {_range_text(bounds)} ?")
+            continue
+        value = measured[metric]
+        number = math.nan if value is None else float(value)
+        holds = math.isfinite(number) and bounds.get("min", -math.inf) <= number <= bounds.get("max", math.inf)
+        error = errors.get(metric)
+        margin = margins.get(metric)
+        lines.append(f"{metric} = {format_number(value)}" + (f" ± {format_number(error)}" if error is not None else "")
+                     + f", expected {_range_text(bounds)}" + (f" ({margin:+.1f} SE)" if margin is not None else "")
+                     + (" ✓" if holds else " ✗"))
+    return lines or ["no check yet"]
+
+
 def header_lines(records: list[Record]) -> list[str]:
     """The headline and what holds for every row (statuses, scales, margins), once."""
     run_scales = sorted({r["run_scale"] for r in records})
@@ -92,9 +119,9 @@ def header_lines(records: list[Record]) -> list[str]:
         scale_note,
         "PASS / FAIL: every check / some check holds; UNTESTABLE: a testability gate declared before the run "
         "(the model learned; the measurement can decide) does not hold, the checks' own verdict beside it; "
-        "NOT RUN: no result yet. Measured values carry ± one standard error where the study gives one; the "
-        "margin is the distance to the nearer bound in standard errors (negative: outside the range); "
-        "'fragile': within one standard error of a bound.",
+        "NOT RUN: no result yet. Each check: the measured value ± one standard error where the study gives "
+        "one, the expected range, the margin (distance to the nearer bound in standard errors, negative "
+        "outside the range) and ✓ / ✗; 'fragile': a value within one standard error of a bound.",
     ]
 
 
@@ -106,8 +133,8 @@ def markdown(records: list[Record]) -> str:
     for work in sorted({work_of(r) for r in records}):
         rows = [r for r in records if work_of(r) == work]
         lines += ["", f"## {work}: {rows[0]['work']}", "", count_line(rows), "",
-                  "| id | status | claim | measured | expected | margin (SE) | figures | note |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| id | status | claim | checks: measured ± SE, expected (margin in SE) | figures | note |",
+                  "|---|---|---|---|---|---|"]
         notes = []
         for r in rows:
             marks = ""
@@ -116,8 +143,7 @@ def markdown(records: list[Record]) -> str:
                 marks += f"[^{footnote}]"
                 notes.append(f"[^{footnote}]: {r['id']} {revision}")
             figures = ", ".join(f"[{name}](../figures/{name}.png)" for name in r.get("figures", [])) or "-"
-            cells = [r["id"], status_text(r), r["short"] + marks, measured_text(r), r["expected"], margin_text(r),
-                     figures, r.get("note", "")]
+            cells = [r["id"], status_text(r), r["short"] + marks, "<br>".join(check_texts(r)), figures, r.get("note", "")]
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
         lines += ["", *notes] if notes else []
     lines += ["", "Statements, ranges and gates: config/claims.yaml; metrics: results/<study>/metrics.csv."]
@@ -138,14 +164,14 @@ def html_page(records: list[Record]) -> str:
     for work in sorted({work_of(r) for r in records}):
         rows = [r for r in records if work_of(r) == work]
         parts += [f"<h2>{escape(work)}: {escape(rows[0]['work'])}</h2><p>{escape(count_line(rows))}</p>",
-                  "<table><tr><th>id</th><th>status</th><th>claim</th><th>measured</th><th>expected</th>"
-                  "<th>margin (SE)</th><th>figures</th><th>note</th></tr>"]
+                  "<table><tr><th>id</th><th>status</th><th>claim</th>"
+                  "<th>checks: measured ± SE, expected (margin in SE)</th><th>figures</th><th>note</th></tr>"]
         for r in rows:
             css = r["status"].replace(" ", "_") + (" fragile" if r.get("fragile") else "")
             revisions = "".join(f"<br><small>{escape(revision)}</small>" for revision in r.get("revised", []))
             cells = [escape(r["id"]), f"<span class='{css}'>{escape(status_text(r))}</span>",
-                     escape(r["short"]) + revisions, escape(measured_text(r)), escape(r["expected"]),
-                     escape(margin_text(r)), escape(", ".join(r.get("figures", [])) or "-"), escape(r.get("note", ""))]
+                     escape(r["short"]) + revisions, "<br>".join(map(escape, check_texts(r))),
+                     escape(", ".join(r.get("figures", [])) or "-"), escape(r.get("note", ""))]
             parts.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
         parts.append("</table>")
     parts.append("</body></html>")
