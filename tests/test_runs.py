@@ -75,3 +75,22 @@ def test_two_clean_runs_give_byte_identical_claims_and_metrics(smoke_run):
     claims = len(json.loads((again / "results/claims.json").read_text()))
     assert compare(smoke_run, ".", "runs/again").stdout.rstrip().endswith(
         f"0 of {claims} claims changed (0 in status, 0 in value only).")
+
+
+def planned_outputs(root: Path, *args: str, extra_env: dict | None = None) -> set[str]:
+    """Every output path a dry run of the assoc target plans."""
+    done = snakemake("-n", "--nolock", "assoc", *args, cwd=root, extra_env=extra_env)
+    lines = (done.stdout + done.stderr).splitlines()
+    return {path for line in lines if line.strip().startswith("output:")
+            for path in line.split("output:", 1)[1].replace(",", " ").split()}
+
+
+def test_a_paper_run_lives_in_runs_paper_and_the_default_run_at_the_top(workspace):
+    """config/paper.yaml's run_dir puts every file of its run under runs/paper; the default run's
+    files stay where the README says; under DVC (which sets $DVC_STAGE) every run is at the top."""
+    paper = planned_outputs(workspace, "--configfile", "config/paper.yaml")
+    default = planned_outputs(workspace)
+    under_dvc = planned_outputs(workspace, "--configfile", "config/paper.yaml", extra_env={"DVC_STAGE": "assoc"})
+    assert "results/assoc/metrics.csv" in default and all(path.startswith("results/") for path in default)
+    assert paper == {f"runs/paper/{path}" for path in under_dvc}
+    assert "results/assoc/metrics.csv" in under_dvc
