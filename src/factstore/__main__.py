@@ -126,19 +126,20 @@ def run_step(
     chosen = select_device(device)
     context = StepContext(device=chosen, threads=threads)
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     try:
         results = step(params, {k: Path(v) for k, v in inputs.items()}, context)
     finally:
         torch.set_flush_denormal(False)  # the process default: leave callers (tests) unaffected
-    wall_time = time.perf_counter() - start
+    wall_time, cpu_time = time.perf_counter() - start, time.process_time() - cpu_start
 
     missing = sorted(set(outputs) - set(results))
     extra = sorted(set(results) - set(outputs))
     if missing or extra:
         raise RuntimeError(f"step {step_name} returned outputs {sorted(results)}, but the rule declares {sorted(outputs)}")
     record = provenance.collect(
-        step=step_name, params=params, inputs=inputs, device=chosen, threads=threads, wall_time_s=wall_time
+        step=step_name, params=params, inputs=inputs, device=chosen, threads=threads, wall_time_s=wall_time,
+        step_cpu_time_s=cpu_time,
     )
     written = {}
     for name, path in outputs.items():

@@ -50,19 +50,28 @@ Architecture = Literal["gated", "plain"]
 
 @dataclass(frozen=True)
 class Protocol:
-    """How long and how fast to train. patience=None never gives up before max_steps."""
+    """How long and how fast to train. patience=None never gives up before max_steps.
+
+    hopeless_after / hopeless_margin: a probe whose best accuracy is still below
+    target - hopeless_margin after hopeless_after updates stops there ('hopeless'): a width
+    search only needs to know that it fails (None: never)."""
 
     lr: float
     max_steps: int
     final_lr: float = 1e-6
     patience: int | None = None
     name: str = ""
+    hopeless_after: int | None = None
+    hopeless_margin: float = 0.3
 
     @classmethod
     def from_config(cls, section: dict) -> Protocol:
-        """The protocol a config section names: {learning_rate, max_steps, patience}."""
+        """The protocol a config section names: {learning_rate, max_steps, patience} and, where
+        the section has it, hopeless: {after_steps, margin}."""
+        hopeless = section.get("hopeless") or {}
         return cls(lr=section["learning_rate"], max_steps=section["max_steps"], patience=section["patience"],
-                   name="config")
+                   name="config", hopeless_after=hopeless.get("after_steps"),
+                   hopeless_margin=hopeless.get("margin", 0.3))
 
 
 PAPER_PROTOCOL = Protocol(lr=1e-3, max_steps=10_000, patience=None, name="paper")
@@ -188,9 +197,9 @@ def train(
     initial weights are drawn on the CPU from `generator`, so every device starts from the same
     MLP, and the module returned is on the CPU, like every construction's.
     Stops when the accuracy reaches `target`, when the best accuracy has not improved for
-    protocol.patience steps, or after protocol.max_steps updates. The module returned is the
+    protocol.patience steps, when it is hopeless (Protocol), or after protocol.max_steps updates. The module returned is the
     best one seen (the one that met the target, if any). info: steps (updates made), seconds,
-    accuracy (of the returned module), loss, stop ('target' | 'plateau' | 'max_steps'),
+    accuracy (of the returned module), loss, stop ('target' | 'plateau' | 'hopeless' | 'max_steps'),
     protocol (its fields).
     """
     started = time.perf_counter()
@@ -220,6 +229,10 @@ def train(
             break
         if protocol.patience is not None and step - best_step >= protocol.patience:
             stop = "plateau"
+            break
+        if (protocol.hopeless_after is not None and step >= protocol.hopeless_after
+                and best_correct < (target - protocol.hopeless_margin) * fact_set.n_facts):
+            stop = "hopeless"
             break
         if step == protocol.max_steps:
             break
