@@ -1,5 +1,6 @@
-"""S1 speed: one training run at (d = 128, alpha = 0.5), and the accuracy-evaluation throughput
-against this machine's dense matmul throughput. Run on demand:
+"""S1 speed: one training run at (d = 128, alpha = 0.5), the accuracy-evaluation throughput
+against this machine's dense matmul throughput, and the training step's one-pass loss and
+gradient against the straightforward autograd step. Run on demand:
 
     python benchmarks/bench_assoc.py [--device cpu|cuda] [--threads N]
 
@@ -43,6 +44,38 @@ def matmul_throughput(n: int, device: torch.device, repeats: int = 5) -> float:
 def _synchronise(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def loss_pass_against_autograd(inputs: torch.Tensor, outputs: torch.Tensor, device: torch.device, repeats: int = 5) -> dict:
+    """Seconds per loss + gradient + recall count: the training step's one pass
+    (assoc._loss_and_gradient) against the straightforward autograd step (logits, cross_entropy,
+    backward, argmax) at the same shapes, and the largest relative difference of their dW."""
+    n_seeds, p, d = inputs.shape
+    weights = torch.randn(n_seeds, d, d, device=device, generator=None) / d
+
+    def autograd_step():
+        w = weights.clone().requires_grad_(True)
+        logits = assoc.scores(w, inputs, outputs)
+        targets = torch.arange(p, device=device).repeat(n_seeds)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(n_seeds * p, p), targets) * n_seeds
+        loss.backward()
+        (logits.argmax(dim=-1) == targets.view(n_seeds, p)).sum(dim=-1)
+        return w.grad
+
+    def seconds(function) -> float:
+        function()
+        _synchronise(device)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            function()
+        _synchronise(device)
+        return (time.perf_counter() - start) / repeats
+
+    one_pass = lambda: assoc._loss_and_gradient(weights, inputs, outputs, 2048)[2]  # noqa: E731
+    difference = float(((one_pass() - autograd_step()).norm() / autograd_step().norm()))
+    autograd_s, one_pass_s = seconds(autograd_step), seconds(one_pass)
+    return {"autograd_s": autograd_s, "one_pass_s": one_pass_s, "speedup": autograd_s / one_pass_s,
+            "relative_gradient_difference": difference}
 
 
 def step_timing(args, device: torch.device) -> None:
@@ -126,6 +159,7 @@ def main() -> None:
                      "best_accuracy": result.best_accuracy.tolist()},
         "evaluation": {"seconds": evaluation_s, "gflops": evaluation_flops / evaluation_s / 1e9},
         "matmul_gflops_2048": matmul_throughput(2048, device),
+        "loss_pass": loss_pass_against_autograd(inputs, outputs, device),
     }
     report["evaluation"]["fraction_of_matmul"] = report["evaluation"]["gflops"] / report["matmul_gflops_2048"]
     path = "results/benchmarks/assoc.json"
@@ -134,6 +168,10 @@ def main() -> None:
           f"({1000 * training_s / result.steps:.0f} ms/step), accuracy {result.best_accuracy.tolist()}")
     print(f"evaluation: {evaluation_s * 1000:.0f} ms, {report['evaluation']['gflops']:.1f} GFLOP/s "
           f"= {100 * report['evaluation']['fraction_of_matmul']:.0f}% of a 2048^3 matmul ({report['matmul_gflops_2048']:.0f} GFLOP/s)")
+    loss_pass = report["loss_pass"]
+    print(f"loss + gradient + recall count: one pass {1000 * loss_pass['one_pass_s']:.0f} ms, autograd "
+          f"{1000 * loss_pass['autograd_s']:.0f} ms ({loss_pass['speedup']:.1f}x; dW differs by "
+          f"{loss_pass['relative_gradient_difference']:.1e} relative)")
 
 
 if __name__ == "__main__":

@@ -226,3 +226,20 @@ def test_rank_optimisation_check_flips_when_a_variant_stores_more():
     metrics = {name: value for name, value, _ in steps.rank_check_metrics(baseline, better, RANK_GRID)}
     assert metrics["rank_optimisation_gain_grid_steps"] == pytest.approx(1.5)
     assert claim_verdict("S1.rank-capacity", metrics | {"rank_capacity_spearman": 1.0}) == "FAIL"
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_one_pass_loss_and_gradient_equal_autograds_cross_entropy(decoupled):
+    """The training step's one-pass loss, dW and recall count (assoc._loss_and_gradient) are
+    autograd's cross-entropy over the (S, p, p) logits, its gradient and the argmax count."""
+    generator = torch.Generator().manual_seed(3)
+    inputs, outputs = assoc.sample_problem(40, 12, 3, generator, decoupled=decoupled, dtype=torch.float64)
+    weights = (torch.randn(3, 12, 12, generator=generator, dtype=torch.float64) * 3).requires_grad_(True)
+    logits = assoc.scores(weights, inputs, outputs)
+    targets = torch.arange(40).repeat(3)
+    loss = torch.nn.functional.cross_entropy(logits.reshape(120, 40), targets, reduction="none").view(3, 40).mean(1)
+    loss.sum().backward()
+    losses, correct, gradient = assoc._loss_and_gradient(weights.detach(), inputs, outputs, chunk_size=16)
+    torch.testing.assert_close(losses, loss.detach())
+    torch.testing.assert_close(gradient, weights.grad)
+    assert torch.equal(correct, (logits.argmax(-1) == torch.arange(40)).sum(-1))

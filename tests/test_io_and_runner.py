@@ -88,3 +88,18 @@ def test_runtimes_gathers_one_row_per_step_run_from_the_sidecars(tmp_path):
     out = table({"folders": [str(tmp_path / "results")]}, {}, None)
     assert list(out["runtimes"].step) == ["assoc.hebbian"] and out["runtimes"].wall_time_s.iloc[0] >= 0
     assert "torch" in set(out["versions"].package)
+
+
+def test_a_step_whose_module_needs_no_torch_runs_without_loading_it_and_records_its_cpu_time(tmp_path):
+    """Figures, claims and run-time steps skip torch's ~1.3 s of imports; every sidecar records the
+    step's CPU time and the whole process's (their difference: the job's fixed cost)."""
+    script = (
+        "import sys; from factstore.__main__ import main; "
+        f"code = main(['runtimes.table', '--params', '{{\"folders\": [\"{tmp_path}/none\"]}}', "
+        f"'--output', 'runtimes={tmp_path}/r.csv', '--output', 'versions={tmp_path}/v.csv']); "
+        "assert code == 0 and 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    sidecar = json.loads((tmp_path / "r.csv.prov.json").read_text())
+    assert sidecar["device"] == "cpu"
+    assert 0 <= sidecar["cpu_time_s"]["step"] <= sidecar["cpu_time_s"]["process"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -240,3 +241,39 @@ def test_a_trained_method_trains_its_architecture_and_unknown_names_are_refused(
         get_method("encoder_decoder")
     with pytest.raises(ValueError, match="unknown method"):
         smallest_width("hebbian", facts, 1.0, generator())
+
+
+@settings(max_examples=200, deadline=None)
+@given(threshold=st.integers(1, 600), guess=st.integers(1, 2000), first_growth=st.sampled_from([1.05, 1.1, 1.5]))
+def test_a_small_first_step_finds_the_same_width_and_few_probes_from_a_close_guess(threshold, guess, first_growth):
+    width, evaluations = bracket_search_smallest(step_curve(threshold), 1.0, guess, 1, 512, 2.0,
+                                                 first_growth=first_growth)
+    assert width == bracket_search_smallest(step_curve(threshold), 1.0, guess, 1, 512, 2.0)[0]
+    if threshold <= 512 and threshold <= guess <= threshold * first_growth:  # a guess within its expected error
+        assert len(evaluations) <= 2 + math.ceil(math.log2(max(2, guess - guess / first_growth)))
+
+
+def test_a_width_that_failed_a_lower_target_is_not_trained_again_for_a_higher_one(monkeypatch):
+    facts = fact_set(32, 8, seed=1)
+    protocol = gd.Protocol(lr=0.03, max_steps=600, patience=150)
+    trained_widths = []
+
+    def counting_train(fact_set, size, *args, **kwargs):
+        trained_widths.append((size, kwargs.get("target")))
+        return gd.train(fact_set, size, *args, **kwargs)
+
+    monkeypatch.setitem(METHODS, "gd_gated", dataclasses.replace(METHODS["gd_gated"], build=counting_train))
+    results = smallest_widths("gd_gated", facts, [0.9, 1.0], generator(2), high=64, protocol=protocol)
+    failed_lower = {width for width, accuracy in results[0.9].evaluations.items() if accuracy < 0.9}
+    assert failed_lower, "the 0.9 search probed a failing width"
+    assert not {width for width, target in trained_widths if target == 1.0} & failed_lower
+    assert all(results[1.0].evaluations[width] < 1.0 for width in failed_lower if width in results[1.0].evaluations)
+
+
+def test_a_hopeless_probe_stops_early_and_a_promising_one_does_not():
+    facts = fact_set(64, 8, seed=4)
+    hopeless = gd.Protocol(lr=0.03, max_steps=600, patience=None, hopeless_after=50, hopeless_margin=0.3)
+    _, _, narrow = gd.train(facts, 1, generator(0), protocol=hopeless, target=1.0)
+    assert narrow["stop"] == "hopeless" and narrow["steps"] == 50 and narrow["accuracy"] < 0.7
+    _, _, wide = gd.train(facts, 64, generator(0), protocol=hopeless, target=1.0)
+    assert wide["stop"] == "target"

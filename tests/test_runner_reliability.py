@@ -70,7 +70,7 @@ def test_a_diverging_training_run_is_one_line_exit_1_and_writes_nothing(tmp_path
     monkeypatch.setattr(assoc, "sample_problem", poisoned)
     output = tmp_path / "trained.csv"
     params = {"d": 8, "problem": "original", "alphas": [0.5], "seeds": 1, "seed": 0, "max_steps": 50,
-              "learning_rate": 0.5, "patience": 10}
+              "learning_rate": 0.5, "patience": 10, "min_gain": 0.0}
     code = main(["assoc.trained", "--params", json.dumps(params), "--output", f"table={output}",
                  "--output", f"spectra={tmp_path / 'spectra.csv'}"])
     err = capsys.readouterr().err

@@ -25,21 +25,23 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import torch
 
 from factstore import claims_report, io, provenance
-from factstore.device import seed_everything, select_device
 from factstore.errors import DataProblem, TrainingDiverged
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
 class StepContext:
-    """What a step may use besides its params and inputs."""
+    """What a step may use besides its params and inputs. device is 'cpu' (a string) for a step
+    whose module does not import torch (figures, claims, run times): torch is not loaded for it."""
 
-    device: torch.device
+    device: torch.device | str
     threads: int
     log_progress: bool = True
 
@@ -123,25 +125,34 @@ def run_step(
     for path in outputs.values():  # leftovers of a killed earlier run (see factstore.io)
         io.remove_temporary_files(path)
         io.remove_temporary_files(io.sidecar_path(path))
-    torch.set_num_threads(threads)
-    torch.set_flush_denormal(True)  # softmax tails turn denormal near convergence: 2.5-4x slower otherwise
-    seed_everything(int(params.get("seed", 0)))
-    chosen = select_device(device)
+    # torch (~1.3 s of imports) only for the steps whose modules use it: not figures or reports
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        from factstore.device import seed_everything, select_device
+
+        torch.set_num_threads(threads)
+        torch.set_flush_denormal(True)  # softmax tails turn denormal near convergence: 2.5-4x slower otherwise
+        seed_everything(int(params.get("seed", 0)))
+        chosen = select_device(device)
+    else:
+        chosen = "cpu"
     context = StepContext(device=chosen, threads=threads)
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     try:
         results = step(params, {k: Path(v) for k, v in inputs.items()}, context)
     finally:
-        torch.set_flush_denormal(False)  # the process default: leave callers (tests) unaffected
-    wall_time = time.perf_counter() - start
+        if torch is not None:
+            torch.set_flush_denormal(False)  # the process default: leave callers (tests) unaffected
+    wall_time, cpu_time = time.perf_counter() - start, time.process_time() - cpu_start
 
     missing = sorted(set(outputs) - set(results))
     extra = sorted(set(results) - set(outputs))
     if missing or extra:
         raise RuntimeError(f"step {step_name} returned outputs {sorted(results)}, but the rule declares {sorted(outputs)}")
     record = provenance.collect(
-        step=step_name, params=params, inputs=inputs, device=chosen, threads=threads, wall_time_s=wall_time
+        step=step_name, params=params, inputs=inputs, device=chosen, threads=threads, wall_time_s=wall_time,
+        step_cpu_time_s=cpu_time,
     )
     written = {}
     for name, path in outputs.items():

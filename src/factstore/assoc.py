@@ -19,7 +19,9 @@ import numpy as np
 import pandas as pd
 import torch
 from scipy.special import lambertw
+from torch import Tensor
 
+from factstore.cross_entropy import cross_entropy_gradient_
 from factstore.training import check_finite
 
 
@@ -104,15 +106,23 @@ def train_optimal(
     generator: torch.Generator | None = None,
     progress=None,
     init_scale: float = 0.1,
+    min_gain: float = 0.0,
+    chunk_size: int = 2048,
 ) -> TrainingResult:
     """Adam on the cross-entropy of logits u_rho^T W e_mu over all p candidates, full batch.
 
     W is trained directly (rank None, started at zero so the first step is Hebbian), or as
     W = Q R^T with Q, R in R^{d x rank} (started small and random: zero is a saddle), the
     entries of Q and R i.i.d. N(0, init_scale^2 / d); the initial W is returned too.
-    Stops when every seed recalls all facts, or when no seed's accuracy has improved for
-    `patience` steps. The seeds are independent problems: the loss is their sum and Adam is
-    elementwise, so batching them changes nothing but speed.
+    Stops when every seed recalls all facts, or when for `patience` steps no seed's best
+    accuracy has risen by at least `min_gain` (a fraction of its facts; 0: any gain) above its
+    value at the last such rise. The seeds are independent problems: the loss is their sum and
+    Adam is elementwise, so batching them changes nothing but speed.
+
+    Each step takes the loss, its gradient and the facts recalled in one pass over the logits
+    (`cross_entropy_gradient_`, chunks of `chunk_size` inputs; a tie counts as not recalled),
+    then dW = G^T E per seed, G the gradient w.r.t. W e_mu: no autograd graph over the (S, p, p)
+    logits.
     """
     n_seeds, p, d = inputs.shape
     device, dtype = inputs.device, inputs.dtype
@@ -133,20 +143,22 @@ def train_optimal(
 
     optimiser = torch.optim.Adam(parameters, lr=learning_rate)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=max_steps, eta_min=learning_rate * 1e-3)
-    targets = torch.arange(p, device=device).repeat(n_seeds)
     best = torch.zeros(n_seeds, dtype=torch.float64, device=device)
+    reference = best.clone()  # each seed's best accuracy when patience last reset
     since_improvement = 0
     loss_value = float("nan")
     step = 0
     for step in range(1, max_steps + 1):
-        logits = scores(current_weights(), inputs, outputs)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(n_seeds * p, p), targets) * n_seeds
-        with torch.no_grad():
-            accuracy = (logits.argmax(dim=-1) == targets.view(n_seeds, p)).to(torch.float64).mean(dim=-1)
-            improved = accuracy > best
-            best = torch.maximum(best, accuracy)
-        since_improvement = 0 if bool(improved.any()) else since_improvement + 1
-        loss_value = loss.item() / n_seeds
+        current = current_weights()
+        loss_sum, correct, weight_gradient = _loss_and_gradient(current.detach(), inputs, outputs, chunk_size)
+        accuracy = correct.to(torch.float64) / p
+        best = torch.maximum(best, accuracy)
+        gained = best - reference
+        if bool(((gained > 0) & (gained >= min_gain)).any()):
+            since_improvement, reference = 0, best.clone()
+        else:
+            since_improvement += 1
+        loss_value = float(loss_sum.sum()) / n_seeds
         check_finite(loss_value, parameters, where=f"assoc.train_optimal(p={p}, d={d}, rank={rank}, "
                      f"learning_rate={learning_rate})", step=step)
         if progress is not None:
@@ -154,7 +166,10 @@ def train_optimal(
         if bool((best >= 1.0).all()) or since_improvement >= patience:
             break
         optimiser.zero_grad(set_to_none=True)
-        loss.backward()
+        if rank is None:
+            weights.grad = weight_gradient
+        else:
+            current.backward(weight_gradient)
         optimiser.step()
         schedule.step()
     with torch.no_grad():
@@ -162,6 +177,39 @@ def train_optimal(
         best = torch.maximum(best, recall_accuracy(final, inputs, outputs))
     return TrainingResult(weights=final, best_accuracy=best.cpu(), steps=step, final_loss=loss_value,
                           initial_weights=initial)
+
+
+@torch.no_grad()
+def _loss_and_gradient(
+    weights: Tensor, inputs: Tensor, outputs: Tensor, chunk_size: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per seed (S,): the cross-entropy summed over the seed's facts / p (its mean loss) and the
+    facts recalled; and d (sum over seeds of the mean loss) / dW, shape (S, d, d).
+
+    weights: (S, d, d); inputs: (S, p, d); outputs: (S, p, d), or (S, p, p, d) decoupled.
+    """
+    n_seeds, p, _ = inputs.shape
+    recalled = inputs @ weights.transpose(1, 2)  # (S, p, d): W e_mu
+    recalled_gradient = torch.empty_like(recalled)
+    losses = torch.zeros(n_seeds, dtype=torch.float64, device=inputs.device)
+    correct = torch.zeros(n_seeds, dtype=torch.int64, device=inputs.device)
+    targets = torch.arange(p, device=inputs.device).unsqueeze(1)
+    for seed in range(n_seeds):
+        for start in range(0, p, chunk_size):
+            rows = slice(start, start + chunk_size)
+            if outputs.dim() == 3:
+                logits = recalled[seed, rows] @ outputs[seed].T
+            else:
+                logits = torch.einsum("mrd,md->mr", outputs[seed, rows], recalled[seed, rows])
+            loss, n_correct = cross_entropy_gradient_(logits, targets[rows])
+            losses[seed] += loss
+            correct[seed] += n_correct
+            if outputs.dim() == 3:
+                recalled_gradient[seed, rows] = logits @ outputs[seed]
+            else:
+                recalled_gradient[seed, rows] = torch.einsum("mr,mrd->md", logits, outputs[seed, rows])
+    recalled_gradient /= p
+    return losses / p, correct, recalled_gradient.transpose(1, 2) @ inputs
 
 
 def normalised_singular_values(weights: torch.Tensor, rank: int | None = None) -> torch.Tensor:

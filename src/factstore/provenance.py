@@ -69,6 +69,12 @@ def peak_memory_mib(device: Any = "cpu") -> dict[str, float]:
     return peak
 
 
+def process_cpu_time_s() -> float:
+    """CPU seconds (user + system, every thread) this process has used since it started."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def collect(
     *,
     step: str,
@@ -77,8 +83,12 @@ def collect(
     device: Any,
     threads: int,
     wall_time_s: float,
+    step_cpu_time_s: float | None = None,
 ) -> dict[str, Any]:
-    """Everything a sidecar records about one run of a step."""
+    """Everything a sidecar records about one run of a step.
+
+    cpu_time_s: the step's own CPU time (all threads) and the whole process's so far (the
+    interpreter's start and imports included): their difference is a job's fixed cost."""
     return {
         "step": step,
         "params": params,
@@ -92,5 +102,7 @@ def collect(
         "platform": platform.platform(),
         "command": sys.argv,
         "wall_time_s": round(wall_time_s, 3),
+        "cpu_time_s": {"step": None if step_cpu_time_s is None else round(step_cpu_time_s, 3),
+                       "process": round(process_cpu_time_s(), 3)},
         "peak_memory_mib": peak_memory_mib(device),
     }

@@ -58,13 +58,15 @@ def _binary_steps(target: float, evaluations: dict[int, float], low: int, high: 
 
 
 def _bracket_steps(target: float, evaluations: dict[int, float], guess: int, low: int, high: int, growth: float,
-                   resolution: float) -> SearchSteps:
+                   resolution: float, first_growth: float | None = None) -> SearchSteps:
     """The steps of `bracket_search_smallest` (its docstring)."""
     width = min(max(int(guess), low), high)
+    factor = first_growth or growth
     if (yield from _passes(width, target, evaluations)):
         lo, hi = low - 1, width
         while hi > low:
-            below = max(low, min(hi - 1, math.floor(hi / growth)))
+            below = max(low, min(hi - 1, math.floor(hi / factor)))
+            factor = growth
             if (yield from _passes(below, target, evaluations)):
                 hi = below
             else:
@@ -75,7 +77,8 @@ def _bracket_steps(target: float, evaluations: dict[int, float], guess: int, low
         while True:
             if lo >= high:
                 return None
-            above = min(high, max(lo + 1, math.ceil(lo * growth)))
+            above = min(high, max(lo + 1, math.ceil(lo * factor)))
+            factor = growth
             if (yield from _passes(above, target, evaluations)):
                 hi = above
                 break
@@ -110,7 +113,7 @@ def binary_search_smallest(
 
 def bracket_search_smallest(
     accuracy_at: Callable[[int], float], target: float, guess: int, low: int = 1, high: int = 2**14,
-    growth: float = 2.0, resolution: float = 0.0,
+    growth: float = 2.0, resolution: float = 0.0, first_growth: float | None = None,
 ) -> tuple[int | None, dict[int, float]]:
     """(smallest passing width found, {width: accuracy}) by bracketing from `guess`, then bisection.
 
@@ -118,11 +121,14 @@ def bracket_search_smallest(
     passes, so the answer lies in (lo, hi] with lo failing (or below `low`) and hi passing; then
     bisects until hi - lo <= max(1, resolution * hi). resolution = 0 gives the exact boundary
     (for a monotone curve); 0.05 gives hi within ~5% above it with fewer probes. None if `high`
-    fails. Probes are cached. A good guess (e.g. the previous F's answer) saves most probes.
+    fails. Probes are cached. A good guess (e.g. the previous F's answer) saves most probes;
+    first_growth (default `growth`) is the factor of the first step from the guess, the guess's
+    expected error (e.g. 1.1 for a guess scaled from a neighbouring answer): later steps grow by
+    `growth`, so a poor guess costs one extra probe.
     """
     _check_range(low, high)
     evaluations: dict[int, float] = {}
-    steps = _bracket_steps(target, evaluations, guess, low, high, growth, resolution)
+    steps = _bracket_steps(target, evaluations, guess, low, high, growth, resolution, first_growth)
     return _drive(steps, accuracy_at), evaluations
 
 

@@ -42,7 +42,7 @@ def trained(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
 
     Also records the Hebbian W on the same problem instances, and the normalised singular
     values of the trained W. params: d, problem ('original' | 'decoupled'), rank_fraction,
-    alphas, seeds, seed, max_steps, learning_rate, patience.
+    alphas, seeds, seed, max_steps, learning_rate, patience, min_gain.
     """
     d, problem, kappa = params["d"], params["problem"], params.get("rank_fraction", 1.0)
     rank = None if kappa >= 1 else max(1, round(kappa * d))
@@ -59,6 +59,7 @@ def trained(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
             max_steps=params["max_steps"],
             learning_rate=params["learning_rate"],
             patience=params["patience"],
+            min_gain=params["min_gain"],
             generator=generator,
         )
         hebbian_accuracy = assoc.recall_accuracy(assoc.hebbian_weights(x, y), x, y).cpu()
@@ -117,7 +118,7 @@ def rank_check(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
             x.to(context.device), y.to(context.device), rank=rank,
             max_steps=params["max_steps"] * factor, patience=params["patience"] * factor,
             learning_rate=params["learning_rate"] * variant.get("learning_rate_factor", 1.0),
-            init_scale=variant.get("init_scale", 0.1), generator=generator,
+            init_scale=variant.get("init_scale", 0.1), min_gain=params["min_gain"], generator=generator,
         )
         for seed in range(params["seeds"]):
             rows.append({"d": d, "alpha": alpha, "p": p, "seed": seed, "problem": "original", "rank_fraction": kappa,

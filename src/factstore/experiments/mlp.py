@@ -69,7 +69,8 @@ def search_method(
     Hermite degree of an NTK method (default: the first of params["ntk_degrees"]). ustar: U* of
     fact_set.values, solved once per value set by the caller and shared by the U* methods (None:
     solved here if the method emits U*). gd_guess: where the GD bracketing starts (default: the
-    2-bits-per-parameter width). build_modules: also build the NTK module at the width found
+    2-bits-per-parameter width); a given guess's first step is search["first_growth"].
+    build_modules: also build the NTK module at the width found
     (the other methods always return theirs). device: where GD trains (the step's device: CUDA
     when present); the constructions run on the CPU, whose float64 solves and one-pass unit sums
     are not the bottleneck.
@@ -81,6 +82,7 @@ def search_method(
         protocol = gd.Protocol.from_config(params["gd"])
         return smallest_widths(method, fact_set, targets, generator, high=search["gd_max_width"],
                                guess=gd_guess or default_gd_guess(entry, fact_set), growth=search["growth"],
+                               first_growth=search.get("first_growth") if gd_guess else None,
                                resolution=search["resolution"], protocol=protocol, device=device)
     value_targets = entry.value_targets(fact_set, ustar)
     if entry.search == "unit_prefix":

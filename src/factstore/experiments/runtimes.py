@@ -24,7 +24,8 @@ def _sidecars(folders: list[str]) -> list[dict]:
 def table(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """params: folders (where the sidecars are, e.g. ["results", "figures"]).
     inputs: the run's final outputs (only to run last). Returns runtimes (one row per step run:
-    study, step, files, wall_time_s, peak_memory_mib, device, threads) and versions (package, version, steps)."""
+    study, step, files, wall_time_s, cpu_time_s (the step's), process_cpu_time_s (the job's,
+    imports included), peak_memory_mib, device, threads) and versions (package, version, steps)."""
     runs: dict[str, dict] = {}
     for record in _sidecars(params["folders"]):
         if record.get("step", "").startswith("runtimes."):
@@ -35,6 +36,8 @@ def table(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
             "step": record["step"],
             "files": [],
             "wall_time_s": record["wall_time_s"],
+            "cpu_time_s": (record.get("cpu_time_s") or {}).get("step"),
+            "process_cpu_time_s": (record.get("cpu_time_s") or {}).get("process"),
             "peak_memory_mib": record.get("peak_memory_mib", {}).get("cpu"),
             "device": record["device"],
             "threads": record["threads"],
@@ -42,7 +45,8 @@ def table(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
         })
         run["files"].append(record["file"])
     rows = [run | {"files": " ".join(run["files"])} for run in runs.values()]
-    runtimes = pd.DataFrame(rows, columns=["study", "step", "files", "wall_time_s", "peak_memory_mib", "device", "threads", "versions"])
+    runtimes = pd.DataFrame(rows, columns=["study", "step", "files", "wall_time_s", "cpu_time_s", "process_cpu_time_s",
+                                             "peak_memory_mib", "device", "threads", "versions"])
     versions = (
         pd.DataFrame([{"package": p, "version": v} for run in rows for p, v in run["versions"].items()],
                      columns=["package", "version"])

@@ -174,7 +174,7 @@ def code_size_search(
 def trained_smallest_widths(
     method: Method, fact_set: FactSet, targets: list[float], generator: torch.Generator, guess: int | None = None,
     low: int = 1, high: int = 2**14, growth: float = 2.0, resolution: float = 0.0, warm_start: bool = True,
-    **options,
+    first_growth: float | None = None, **options,
 ) -> dict[float, WidthSearch]:
     """Smallest width of a trained method per target, the targets in increasing order sharing models.
 
@@ -183,9 +183,15 @@ def trained_smallest_widths(
     warm_start: start each probe from the trained MLP of the nearest width that passed this
     target (else the nearest trained one), resized by gd.resize_hidden -- pruning a passing wider
     MLP is the fastest route to a narrower one. A width already trained to a target is not
-    retrained; the next target's search starts from the previous answer.
+    retrained, and a width that failed a lower target fails every higher one without training
+    (training towards the higher target would have had to pass the lower one on the way); the
+    next target's search starts from the previous answer. first_growth: the first bracketing
+    step's factor for the first target (bracket_search_smallest), for a guess scaled from a
+    neighbouring answer; later targets bracket by `growth` (their failing widths below the
+    previous answer are mostly known already).
     """
     trained: dict[int, tuple[nn.Module, float]] = {}
+    failed_target: dict[int, float] = {}  # width -> the lowest target it was trained towards and failed
     guess = low if guess is None else guess
     results = {}
     for target in sorted(targets):
@@ -193,7 +199,7 @@ def trained_smallest_widths(
 
         def accuracy_at(width: int, target: float = target) -> float:
             nonlocal steps
-            if width in trained and trained[width][1] >= target:
+            if width in trained and (trained[width][1] >= target or failed_target.get(width, math.inf) <= target):
                 return trained[width][1]
             init = None
             if warm_start and trained:
@@ -203,9 +209,12 @@ def trained_smallest_widths(
             steps += info["steps"]
             if width not in trained or info["accuracy"] >= trained[width][1]:
                 trained[width] = (module, info["accuracy"])
+            if info["accuracy"] < target:
+                failed_target[width] = min(target, failed_target.get(width, math.inf))
             return info["accuracy"]
 
-        width, evaluations = bracket_search_smallest(accuracy_at, target, guess, low, high, growth, resolution)
+        width, evaluations = bracket_search_smallest(accuracy_at, target, guess, low, high, growth, resolution,
+                                                     first_growth if target == min(targets) else None)
         module = trained[width][0] if width is not None else None
         n_params = parameter_count(module) if module is not None else None
         params_at_cap = None if module is not None else high * parameters_per_unit(

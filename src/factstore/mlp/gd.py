@@ -40,6 +40,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from factstore.cross_entropy import cross_entropy_gradient_
 from factstore.facts import FactSet
 from factstore.mlp.modules import GatedMLP, PlainMLP, input_layers, output_layer, parameter_count
 from factstore.training import check_finite, flushing_denormals
@@ -49,19 +50,28 @@ Architecture = Literal["gated", "plain"]
 
 @dataclass(frozen=True)
 class Protocol:
-    """How long and how fast to train. patience=None never gives up before max_steps."""
+    """How long and how fast to train. patience=None never gives up before max_steps.
+
+    hopeless_after / hopeless_margin: a probe whose best accuracy is still below
+    target - hopeless_margin after hopeless_after updates stops there ('hopeless'): a width
+    search only needs to know that it fails (None: never)."""
 
     lr: float
     max_steps: int
     final_lr: float = 1e-6
     patience: int | None = None
     name: str = ""
+    hopeless_after: int | None = None
+    hopeless_margin: float = 0.3
 
     @classmethod
     def from_config(cls, section: dict) -> Protocol:
-        """The protocol a config section names: {learning_rate, max_steps, patience}."""
+        """The protocol a config section names: {learning_rate, max_steps, patience} and, where
+        the section has it, hopeless: {after_steps, margin}."""
+        hopeless = section.get("hopeless") or {}
         return cls(lr=section["learning_rate"], max_steps=section["max_steps"], patience=section["patience"],
-                   name="config")
+                   name="config", hopeless_after=hopeless.get("after_steps"),
+                   hopeless_margin=hopeless.get("margin", 0.3))
 
 
 PAPER_PROTOCOL = Protocol(lr=1e-3, max_steps=10_000, patience=None, name="paper")
@@ -136,10 +146,9 @@ def cross_entropy_pass(
     """(mean loss, d loss / d outputs (F, d_out), number of facts decoded right) in one pass.
 
     outputs: (F, d_out) detached; values: (n_values, d_out); fact_map: (F,). Each chunk of
-    logits is formed once and reused in place: the target's logit is set aside so that one
-    amax gives the best competitor (a fact is decoded right when its target beats it strictly;
-    ties count as wrong, as in facts.py), then the chunk is shifted, exponentiated and
-    normalised into the softmax whose (softmax - onehot) V / F is the gradient.
+    logits is formed once and turned in place into softmax - onehot
+    (`cross_entropy.cross_entropy_gradient_`, which also counts the facts decoded right: ties
+    count as wrong, as in facts.py); (softmax - onehot) V / F is the gradient.
     """
     n_facts = len(outputs)
     gradient = torch.empty_like(outputs)
@@ -148,22 +157,11 @@ def cross_entropy_pass(
     n_correct = torch.zeros((), dtype=torch.int64, device=outputs.device)
     for start in range(0, n_facts, chunk_size):
         rows = slice(start, start + chunk_size)
-        target = fact_map[rows].unsqueeze(1)
         logits = outputs[rows] @ values.T
-        target_logit = logits.gather(1, target)
-        best_other = torch.amax(logits.scatter_(1, target, float("-inf")), dim=1, keepdim=True)
-        n_correct += (target_logit > best_other).sum()
-        row_max = torch.maximum(target_logit, best_other)
-        # Clamp before exp (edit by the `mlp` study engineer): exp of float32 inputs below ~-87
-        # underflows through a slow scalar path (~10-25x slower than the vector path, with or
-        # without flush_denormal), which made late training steps 5-10x slower. exp(-80) ~ 2e-35
-        # changes no loss or gradient at float32 precision (the normaliser is >= 1).
-        exponentials = logits.scatter_(1, target, target_logit).sub_(row_max).clamp_min_(-80.0).exp_()
-        normaliser = exponentials.sum(dim=1, keepdim=True)
-        total_loss += (normaliser.log() - (target_logit - row_max)).sum().double()
-        probabilities = exponentials.div_(normaliser)
-        probabilities.scatter_add_(1, target, -torch.ones_like(target_logit))
-        gradient[rows] = probabilities @ values / n_facts
+        loss, correct = cross_entropy_gradient_(logits, fact_map[rows].unsqueeze(1))
+        total_loss += loss
+        n_correct += correct
+        gradient[rows] = logits @ values / n_facts
     return float(total_loss) / n_facts, gradient, int(n_correct)
 
 
@@ -199,9 +197,9 @@ def train(
     initial weights are drawn on the CPU from `generator`, so every device starts from the same
     MLP, and the module returned is on the CPU, like every construction's.
     Stops when the accuracy reaches `target`, when the best accuracy has not improved for
-    protocol.patience steps, or after protocol.max_steps updates. The module returned is the
+    protocol.patience steps, when it is hopeless (Protocol), or after protocol.max_steps updates. The module returned is the
     best one seen (the one that met the target, if any). info: steps (updates made), seconds,
-    accuracy (of the returned module), loss, stop ('target' | 'plateau' | 'max_steps'),
+    accuracy (of the returned module), loss, stop ('target' | 'plateau' | 'hopeless' | 'max_steps'),
     protocol (its fields).
     """
     started = time.perf_counter()
@@ -231,6 +229,10 @@ def train(
             break
         if protocol.patience is not None and step - best_step >= protocol.patience:
             stop = "plateau"
+            break
+        if (protocol.hopeless_after is not None and step >= protocol.hopeless_after
+                and best_correct < (target - protocol.hopeless_margin) * fact_set.n_facts):
+            stop = "hopeless"
             break
         if step == protocol.max_steps:
             break
