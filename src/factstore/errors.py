@@ -16,3 +16,8 @@ class DataProblem(Exception):
 class TrainingDiverged(RuntimeError):
     """A training run produced a non-finite loss or parameter (the message names the setting and
     the training step)."""
+
+
+class UnsafeFile(DataProblem):
+    """A saved model or checkpoint that holds pickled objects (code that loading would run) rather
+    than only tensors and plain data: refused, never executed (the message names the file)."""

@@ -14,6 +14,7 @@ read the sidecars, so volatile facts (commit, wall time) never trigger reruns.
 from __future__ import annotations
 
 import contextlib
+import io as io_module
 import json
 import os
 import secrets
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from factstore.errors import UnsafeFile
 
 SIDECAR_SUFFIX = ".prov.json"
 
@@ -145,3 +148,24 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     raise TypeError(f"cannot store {type(value).__name__} in JSON")
+
+
+def load_tensors(source: str | os.PathLike | bytes) -> Any:
+    """Tensors and plain containers saved with torch.save, loaded with weights_only=True (onto the
+    CPU): a file that holds any other pickled object (a class, a `__reduce__` payload that would run
+    code) is refused with UnsafeFile naming it, before anything in it runs. `source`: a path, or
+    the file's bytes."""
+    import pickle
+
+    import torch
+
+    name = "the given bytes" if isinstance(source, bytes) else str(source)
+    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    try:
+        buffer = io_module.BytesIO(data)
+        return torch.load(buffer, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+        detail = next((line for line in lines if "GLOBAL" in line or "Unsupported" in line), lines[0])
+        raise UnsafeFile(f"refused to load {name}: it holds pickled objects, not only tensors and plain data "
+                         f"({detail[:200]})") from None

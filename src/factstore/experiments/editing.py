@@ -16,6 +16,7 @@ Rules in workflow/rules/editing.smk call these through `python -m factstore edit
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 from itertools import product
@@ -37,9 +38,9 @@ from factstore.editing.training import LanguageTraining, evaluate, perplexity, t
 from factstore.editing.vocabulary import FactVocabulary, eligible_facts, fact_vocabulary, load_tokenizer
 from factstore.embeddings import model_directory
 from factstore.facts import FactSet, normalize_rows, spherical_embeddings
-from factstore.io import concat_tables, read_table
+from factstore.io import concat_tables, load_tensors, read_table
 from factstore.metrics import MetricsTable
-from factstore.mlp import gd
+from factstore.mlp import gd, serialisation
 from factstore.mlp.methods import get_method
 from factstore.mlp.modules import module_accuracy, output_layer, parameter_count
 
@@ -132,9 +133,7 @@ def train(params: dict, inputs: dict[str, Path], context) -> dict:
         "text_weight": float(measured["text_weight"].mean()),
         "perplexity": perplexity(measured),
     }
-    buffer = io.BytesIO()
-    torch.save({"model": model.cpu(), "vocabulary": vocabulary, "facts": facts, "embeddings": embeddings}, buffer)
-    return {"model": buffer.getvalue(), "recall": per_template(measured, corpus, held_out),
+    return {"model": model_bytes(model.cpu(), params["model"], vocabulary, facts), "recall": per_template(measured, corpus, held_out),
             "language_model": pd.DataFrame([language_model])}
 
 
@@ -143,10 +142,26 @@ def train(params: dict, inputs: dict[str, Path], context) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
+def model_bytes(model: FactLanguageModel, options: dict, vocabulary: FactVocabulary, facts: pd.DataFrame) -> bytes:
+    """The trained language model as plain data (no pickled objects, so `load_trained` reads it
+    with weights_only=True): its state dict, its fact expert's structure (mlp.serialisation), its
+    constructor options, the vocabulary's fields and the facts' columns."""
+    buffer = io.BytesIO()
+    torch.save({"state": model.state_dict(), "expert": serialisation.describe(model.fact_expert), "options": dict(options),
+                "vocabulary": dataclasses.asdict(vocabulary), "facts": facts.to_dict("list")}, buffer)
+    return buffer.getvalue()
+
+
 def load_trained(path: Path, device) -> dict:
-    saved = torch.load(io.BytesIO(Path(path).read_bytes()), weights_only=False)
-    saved["model"] = saved["model"].to(device).eval()
-    return saved
+    """{"model", "vocabulary", "facts"} of `model_bytes`; a file holding anything but tensors and
+    plain data is refused (torch's UnpicklingError, reported by the runner as unsafe)."""
+    saved = load_tensors(path)
+    state = saved["state"]
+    expert = serialisation.skeleton(saved["expert"])
+    model = FactLanguageModel(state["embedding.weight"], expert, mlp_input_scale=1.0, **saved["options"])
+    model.load_state_dict(state, strict=True)
+    return {"model": model.to(device).eval(), "vocabulary": FactVocabulary(**saved["vocabulary"]),
+            "facts": pd.DataFrame(saved["facts"])}
 
 
 def baseline_settings(grid: dict) -> list[dict]:
