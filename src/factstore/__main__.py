@@ -7,7 +7,8 @@ atomically to the path given for its name (DataFrame -> table, Figure -> PNG + P
 str -> text, bytes -> file) with a provenance sidecar. If the step fails, nothing is written;
 leftover temporary files of an earlier killed run of the same outputs are deleted first.
 Exit status: 0 done, 1 the step failed (a training run that diverged, see factstore.training,
-and bad or missing data are reported in one line naming the step), 2 a bad command line.
+bad or missing data, an unsafe saved model, a requested device that is absent, a full disk or a
+permission error are reported in one line naming the step and the file), 2 a bad command line.
 
     python -m factstore assoc.train --params '{"d": 64, "seed": 0}' \
         --output table=results/assoc/train_d64.csv --threads 1
@@ -16,6 +17,7 @@ and bad or missing data are reported in one line naming the step), 2 a bad comma
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
 import sys
@@ -29,7 +31,17 @@ import torch
 
 from factstore import io, provenance
 from factstore.device import seed_everything, select_device
-from factstore.errors import DataProblem, TrainingDiverged
+from factstore.errors import DataProblem, DeviceUnavailable, TrainingDiverged
+
+
+# File-system errors a user can act on, reported in one line with what to do.
+FILE_SYSTEM_ERRORS = {
+    errno.ENOSPC: "free space on that file system (or point results elsewhere) and rerun",
+    errno.EDQUOT: "the disk quota is exhausted: free space and rerun",
+    errno.EACCES: "the file or its folder is not writable or readable by you: fix its permissions and rerun",
+    errno.EPERM: "the operation is not permitted on that file: fix its permissions and rerun",
+    errno.EROFS: "that file system is read-only: write the results elsewhere",
+}
 
 
 @dataclass(frozen=True)
@@ -120,6 +132,9 @@ def run_step(
     for path in outputs.values():  # leftovers of a killed earlier run (see factstore.io)
         io.remove_temporary_files(path)
         io.remove_temporary_files(io.sidecar_path(path))
+        # An old sidecar would outlive its file if this run fails (Snakemake then deletes the
+        # outputs, not their sidecars) and be counted by results/runtimes.csv.
+        io.sidecar_path(path).unlink(missing_ok=True)
     torch.set_num_threads(threads)
     torch.set_flush_denormal(True)  # softmax tails turn denormal near convergence: 2.5-4x slower otherwise
     seed_everything(int(params.get("seed", 0)))
@@ -140,12 +155,17 @@ def run_step(
     record = provenance.collect(
         step=step_name, params=params, inputs=inputs, device=chosen, threads=threads, wall_time_s=wall_time
     )
-    written = {}
-    for name, path in outputs.items():
-        files = write_output(results[name], path)
-        for file in files:
-            io.write_json(record | {"output": name}, io.sidecar_path(file))
-        written[name] = files
+    written: dict[str, list[Path]] = {}
+    try:
+        for name, path in outputs.items():
+            written[name] = write_output(results[name], path)
+            for file in written[name]:
+                io.write_json(record | {"output": name}, io.sidecar_path(file))
+    except BaseException:  # a full disk or a permission error mid-way: no partial set of outputs
+        for file in [file for files in written.values() for file in files]:
+            file.unlink(missing_ok=True)
+            io.sidecar_path(file).unlink(missing_ok=True)
+        raise
     if "matplotlib.pyplot" in sys.modules:
         sys.modules["matplotlib.pyplot"].close("all")
     return written
@@ -182,6 +202,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except DataProblem as error:  # bad or missing data: the message names file and line
         print(f"factstore: error: step {args.step} failed (nothing written): {error}", file=sys.stderr)
+        return 1
+    except DeviceUnavailable as error:
+        print(f"factstore: error: step {args.step} cannot run: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        if error.errno not in FILE_SYSTEM_ERRORS:
+            raise
+        where = " -> ".join(str(name) for name in (error.filename, error.filename2) if name) or "a file"
+        print(f"factstore: error: step {args.step} failed (nothing written): {error.strerror} ({where}); "
+              f"{FILE_SYSTEM_ERRORS[error.errno]}", file=sys.stderr)
         return 1
     return 0
 

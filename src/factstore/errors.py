@@ -21,3 +21,7 @@ class TrainingDiverged(RuntimeError):
 class UnsafeFile(DataProblem):
     """A saved model or checkpoint that holds pickled objects (code that loading would run) rather
     than only tensors and plain data: refused, never executed (the message names the file)."""
+
+
+class DeviceUnavailable(RuntimeError):
+    """The requested device (--device or $FACTSTORE_DEVICE) is not on this machine."""

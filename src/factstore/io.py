@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from factstore.errors import UnsafeFile
+from factstore.errors import DataProblem, UnsafeFile
 
 SIDECAR_SUFFIX = ".prov.json"
 
@@ -98,12 +98,34 @@ def write_table(table: pd.DataFrame, path: str | os.PathLike) -> None:
             raise ValueError(f"cannot write a table to {path}: use a .csv or .parquet file name")
 
 
+class BadTable(DataProblem):
+    """A table file that does not parse (binary garbage, a broken row, no header): the message
+    names the file and, where it can be told, the line."""
+
+
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
-    """Read a table written by `write_table`."""
+    """Read a table written by `write_table`; a file that does not parse is BadTable naming it."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"result table {path} does not exist; run the rule that makes it first")
-    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    try:
+        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except UnicodeDecodeError:
+        raise BadTable(f"{path}:{_first_undecodable_line(path)}: not UTF-8 text (a damaged or binary file); "
+                       "delete it and rerun the rule that makes it") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as error:
+        raise BadTable(f"{path}: not a readable table ({str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__}); "
+                       "delete it and rerun the rule that makes it") from None
+
+
+def _first_undecodable_line(path: Path) -> int:
+    """The 1-based number of the first line of `path` that is not UTF-8."""
+    for number, line in enumerate(path.read_bytes().split(b"\n"), 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return number
+    return 1
 
 
 def concat_tables(inputs: dict[str, Path], prefix: str, empty: pd.DataFrame | None = None) -> pd.DataFrame:
