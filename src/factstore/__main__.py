@@ -22,6 +22,7 @@ import importlib
 import json
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ import torch
 
 from factstore import io, provenance
 from factstore.device import seed_everything, select_device
-from factstore.errors import DataProblem, DeviceUnavailable, TrainingDiverged
+from factstore.errors import DataProblem, DeviceUnavailable, ResultWarning, TrainingDiverged
 
 
 # File-system errors a user can act on, reported in one line with what to do.
@@ -116,6 +117,21 @@ def write_output(value: Any, path: str) -> list[Path]:
     raise TypeError(f"a step returned a {type(value).__name__} for {path}; expected DataFrame, Figure, dict, str or bytes")
 
 
+def report_warnings(step_name: str, caught: list[warnings.WarningMessage]) -> list[str]:
+    """The distinct ResultWarnings a step raised, each printed once to stderr (the job's log) as
+    `factstore: warning: step S: ...`; other warnings are shown as Python would show them."""
+    messages: list[str] = []
+    for warning in caught:
+        if issubclass(warning.category, ResultWarning):
+            if str(warning.message) not in messages:
+                messages.append(str(warning.message))
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    for message in messages:
+        print(f"factstore: warning: step {step_name}: {message}", file=sys.stderr)
+    return messages
+
+
 def run_step(
     step_name: str,
     params: dict[str, Any],
@@ -143,10 +159,13 @@ def run_step(
 
     start = time.perf_counter()
     try:
-        results = step(params, {k: Path(v) for k, v in inputs.items()}, context)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResultWarning)
+            results = step(params, {k: Path(v) for k, v in inputs.items()}, context)
     finally:
         torch.set_flush_denormal(False)  # the process default: leave callers (tests) unaffected
     wall_time = time.perf_counter() - start
+    result_warnings = report_warnings(step_name, caught)
 
     missing = sorted(set(outputs) - set(results))
     extra = sorted(set(results) - set(outputs))
@@ -154,7 +173,7 @@ def run_step(
         raise RuntimeError(f"step {step_name} returned outputs {sorted(results)}, but the rule declares {sorted(outputs)}")
     record = provenance.collect(
         step=step_name, params=params, inputs=inputs, device=chosen, threads=threads, wall_time_s=wall_time
-    )
+    ) | {"warnings": result_warnings}
     written: dict[str, list[Path]] = {}
     try:
         for name, path in outputs.items():

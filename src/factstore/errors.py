@@ -25,3 +25,10 @@ class UnsafeFile(DataProblem):
 
 class DeviceUnavailable(RuntimeError):
     """The requested device (--device or $FACTSTORE_DEVICE) is not on this machine."""
+
+
+class ResultWarning(UserWarning):
+    """A step finished, but a result needs a reader's eye: every probe of a capacity search failed
+    (the capacity lies outside the searched range), or a training ended far from its target. The
+    runner prints each in the job's log and keeps it in the outputs' sidecars; the claims report
+    notes it beside the study's claims."""
