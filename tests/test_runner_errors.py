@@ -145,3 +145,45 @@ def test_a_checkpoint_save_that_fails_leaves_nothing_and_uses_the_cleanup_patter
     monkeypatch.setattr(torch, "save", real_save)
     mlm.save_atomically({"step": 2}, checkpoint)
     assert io.load_tensors(checkpoint) == {"step": 2} and [p.name for p in checkpoint.parent.iterdir()] == ["ckpt.pt"]
+
+
+# ------------------------------------------------------------------ derived tables (item 5)
+
+
+def facts_table(params, inputs, context):
+    return {"facts": pd.DataFrame({"book": [f"book {i}" for i in range(100)], "author": [f"author {i}" for i in range(100)]})}
+
+
+@pytest.fixture
+def prepared(tmp_path, monkeypatch) -> Path:
+    """data/processed/facts.csv made by a step (its sidecar records rows and sha256)."""
+    table = tmp_path / "data" / "processed" / "facts.csv"
+    monkeypatch.setattr(runner, "resolve_step", lambda name: facts_table)
+    run_step("prepare.facts", {}, {}, {"facts": str(table)})
+    monkeypatch.setattr(runner, "resolve_step", lambda name: two_tables)
+    return table
+
+
+def read_with_runner(table: Path, tmp_path: Path) -> int:
+    return main(["study.train", "--input", f"table={table}", "--output", f"first={tmp_path / 'a.csv'}",
+                 "--output", f"second={tmp_path / 'b.csv'}"])
+
+
+def test_a_prepared_table_records_its_rows_and_sha256_and_reads_when_unchanged(prepared, tmp_path):
+    record = io.read_json(io.sidecar_path(prepared))
+    assert record["rows"] == 100 and record["sha256"] == io.sha256_file(prepared)
+    assert read_with_runner(prepared, tmp_path) == 0
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda lines: lines[:61], "100 rows when written, 60 now"),  # truncated
+    (lambda lines: lines + ["book 3,another author"], "100 rows when written, 101 now"),  # a repeated book
+    (lambda lines: lines[:3] + ["\udcff\udcfegarbage"] + lines[3:], ":4: not UTF-8"),  # binary garbage on line 4
+])
+def test_a_damaged_prepared_table_is_one_line_naming_the_file_and_rows(prepared, tmp_path, capsys, damage, words):
+    lines = prepared.read_text().splitlines()
+    prepared.write_bytes("\n".join(damage(lines)).encode("utf-8", "surrogateescape") + b"\n")
+    status = read_with_runner(prepared, tmp_path)
+    error = one_error_line(capsys)
+    assert status == 1 and "study.train" in error and str(prepared) in error and "prepare.facts wrote" in error
+    assert words in error and not (tmp_path / "a.csv").exists()

@@ -145,6 +145,7 @@ def run_step(
     for name, path in inputs.items():
         if not Path(path).exists():
             raise UsageError(f"input '{name}' is missing: {path}")
+        io.check_unchanged(path)  # the bytes its writer recorded: a truncated or edited table stops here
     for path in outputs.values():  # leftovers of a killed earlier run (see factstore.io)
         io.remove_temporary_files(path)
         io.remove_temporary_files(io.sidecar_path(path))
@@ -178,8 +179,9 @@ def run_step(
     try:
         for name, path in outputs.items():
             written[name] = write_output(results[name], path)
+            rows = {"rows": len(results[name])} if isinstance(results[name], pd.DataFrame) else {}
             for file in written[name]:
-                io.write_json(record | {"output": name}, io.sidecar_path(file))
+                io.write_json(record | {"output": name, "sha256": io.sha256_file(file)} | rows, io.sidecar_path(file))
     except BaseException:  # a full disk or a permission error mid-way: no partial set of outputs
         for file in [file for files in written.values() for file in files]:
             file.unlink(missing_ok=True)

@@ -172,6 +172,44 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot store {type(value).__name__} in JSON")
 
 
+def sha256_file(path: str | os.PathLike) -> str:
+    """The sha256 hex digest of a file's bytes (read in 1 MiB blocks)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class InputChanged(DataProblem):
+    """An input file whose bytes differ from those its writer recorded in the file's sidecar
+    (truncated, edited or swapped after the step that made it): the message names the file, the
+    step that wrote it and, for a table, the rows then and now."""
+
+
+def check_unchanged(path: str | os.PathLike) -> None:
+    """Raise InputChanged when `path`'s sha256 differs from the one in its sidecar; files without
+    a sidecar or whose sidecar records no sha256 (written before it did) are not checked."""
+    path = Path(path)
+    sidecar = sidecar_path(path)
+    if not path.is_file() or not sidecar.is_file():
+        return
+    record = read_json(sidecar)
+    if "sha256" not in record or sha256_file(path) == record["sha256"]:
+        return
+    rows = ""
+    if "rows" in record:
+        try:
+            rows = f"; {record['rows']} rows when written, {len(read_table(path))} now"
+        except DataProblem as error:
+            rows = f"; {record['rows']} rows when written, now unreadable: {error}"
+    raise InputChanged(f"{path}: its bytes differ from those step {record.get('step', '?')} wrote (sha256 "
+                       f"{record['sha256'][:12]}... in {sidecar.name}){rows}; the file changed after it was made: "
+                       "delete it and rerun the rule that makes it")
+
+
 def load_tensors(source: str | os.PathLike | bytes) -> Any:
     """Tensors and plain containers saved with torch.save, loaded with weights_only=True (onto the
     CPU): a file that holds any other pickled object (a class, a `__reduce__` payload that would run
