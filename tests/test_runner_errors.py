@@ -187,3 +187,21 @@ def test_a_damaged_prepared_table_is_one_line_naming_the_file_and_rows(prepared,
     error = one_error_line(capsys)
     assert status == 1 and "study.train" in error and str(prepared) in error and "prepare.facts wrote" in error
     assert words in error and not (tmp_path / "a.csv").exists()
+
+
+# ------------------------------------------------------------------ timings only in sidecars (item 7)
+
+
+@pytest.mark.parametrize("column", ["seconds", "train_seconds", "wall_time_s"])
+def test_a_result_table_with_a_wall_time_column_is_refused(tmp_path, monkeypatch, column):
+    monkeypatch.setattr(runner, "resolve_step", lambda name: lambda *args: {"table": pd.DataFrame({column: [0.1]})})
+    with pytest.raises(RuntimeError, match=f"wall-time column.*{column}"):
+        run_step("study.timed", {}, {}, {"table": str(tmp_path / "t.csv")})
+    assert list(tmp_path.iterdir()) == []
+    run_step("runtimes.table", {}, {}, {"table": str(tmp_path / "t.csv")})  # the one table of times
+
+
+def test_no_result_row_builder_writes_a_wall_time():
+    from factstore.mlp.results import TABLE_COLUMNS
+
+    assert not [column for column in TABLE_COLUMNS if runner.WALL_CLOCK_COLUMN.search(column)]

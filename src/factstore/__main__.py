@@ -20,6 +20,7 @@ import argparse
 import errno
 import importlib
 import json
+import re
 import sys
 import time
 import warnings
@@ -117,6 +118,24 @@ def write_output(value: Any, path: str) -> list[Path]:
     raise TypeError(f"a step returned a {type(value).__name__} for {path}; expected DataFrame, Figure, dict, str or bytes")
 
 
+WALL_CLOCK_COLUMN = re.compile(r"(^|_)(seconds|wall_time_s|time_s)$")
+"""A column that holds a wall time: it differs between two identical runs, so a result table
+holding it changes its bytes (and its DVC hash) on every rerun. Timings live in the sidecars;
+the runtimes step gathers them into results/runtimes.csv, the one table of times."""
+
+
+def refuse_wall_clock_columns(step_name: str, results: dict[str, Any]) -> None:
+    """Raise RuntimeError when a step other than runtimes.* returns a table with a wall-time column."""
+    if step_name.startswith("runtimes."):
+        return
+    for name, value in results.items():
+        if isinstance(value, pd.DataFrame):
+            timed = [str(column) for column in value.columns if WALL_CLOCK_COLUMN.search(str(column))]
+            if timed:
+                raise RuntimeError(f"step {step_name} returned table '{name}' with wall-time column(s) {timed}: "
+                                   "timings belong in the sidecars (results must be byte-identical between runs)")
+
+
 def report_warnings(step_name: str, caught: list[warnings.WarningMessage]) -> list[str]:
     """The distinct ResultWarnings a step raised, each printed once to stderr (the job's log) as
     `factstore: warning: step S: ...`; other warnings are shown as Python would show them."""
@@ -168,6 +187,7 @@ def run_step(
     wall_time = time.perf_counter() - start
     result_warnings = report_warnings(step_name, caught)
 
+    refuse_wall_clock_columns(step_name, results)
     missing = sorted(set(outputs) - set(results))
     extra = sorted(set(results) - set(outputs))
     if missing or extra:
