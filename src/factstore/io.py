@@ -8,7 +8,9 @@ on a shared cluster file system), like any file the user creates. A temporary fi
 cluster time limit) leaves it behind, and the next write of the same output deletes it first;
 `.dvcignore` keeps DVC from storing one in between.
 Next to each result `X` sits `X.prov.json` (see `factstore.provenance`): downstream rules never
-read the sidecars, so volatile facts (commit, wall time) never trigger reruns.
+read the sidecars, so volatile facts (commit, wall time) never trigger reruns. The sidecar also
+records `X`'s sha256 when it was written; `check_unchanged` compares it before a step reads `X`.
+Saved tensors are read with `load_tensors` (weights_only=True): never a pickled object.
 """
 
 from __future__ import annotations
