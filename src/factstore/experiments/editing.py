@@ -133,9 +133,9 @@ def train(params: dict, inputs: dict[str, Path], context) -> dict:
         "text_weight": float(measured["text_weight"].mean()),
         "perplexity": perplexity(measured),
     }
-    warn_if_far_from_target(standalone, 1.0, where=f"editing.train: the {params['fact_expert']['method']} fact expert's accuracy")
+    warn_if_far_from_target(standalone, 1.0, where=f"the {params['fact_expert']['method']} fact expert's accuracy")
     warn_if_far_from_target(language_model["recall_seen"], params["training"]["stop_recall"],
-                            where="editing.train: the language model's recall on the seen templates")
+                            where="the language model's recall on the seen templates")
     return {"model": model_bytes(model.cpu(), params["model"], vocabulary, facts), "recall": per_template(measured, corpus, held_out),
             "language_model": pd.DataFrame([language_model])}
 
