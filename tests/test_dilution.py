@@ -228,7 +228,7 @@ def test_bert_pipeline_pretrains_resumes_from_its_checkpoint_and_prunes(tmp_path
     monkeypatch.setattr(mlm, "save_atomically", save_then_stop)
     with pytest.raises(Interrupted):
         steps.pretrain(params, {"paragraphs": paragraphs}, Context)
-    assert torch.load(checkpoint, weights_only=False)["step"] == 4
+    assert torch.load(checkpoint, weights_only=True)["step"] == 4
     monkeypatch.setattr(mlm, "save_atomically", saved)
     out = steps.pretrain(params, {"paragraphs": paragraphs}, Context)
     assert out["subset"]["resumed_from_step"] == 4 and not checkpoint.exists()

@@ -7,7 +7,8 @@ atomically to the path given for its name (DataFrame -> table, Figure -> PNG + P
 str -> text, bytes -> file) with a provenance sidecar. If the step fails, nothing is written;
 leftover temporary files of an earlier killed run of the same outputs are deleted first.
 Exit status: 0 done, 1 the step failed (a training run that diverged, see factstore.training,
-and bad or missing data are reported in one line naming the step), 2 a bad command line.
+bad or missing data, an unsafe saved model, a requested device that is absent, a full disk or a
+permission error are reported in one line naming the step and the file), 2 a bad command line.
 
     python -m factstore assoc.train --params '{"d": 64, "seed": 0}' \
         --output table=results/assoc/train_d64.csv --threads 1
@@ -19,10 +20,13 @@ measured values) and what changed; a run is a run directory ('.', 'runs/paper') 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
+import re
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +34,17 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from factstore import claims_report, io, provenance
-from factstore.errors import DataProblem, TrainingDiverged
+from factstore.errors import DataProblem, DeviceUnavailable, ResultWarning, TrainingDiverged
+
+
+# File-system errors a user can act on, reported in one line with what to do.
+FILE_SYSTEM_ERRORS = {
+    errno.ENOSPC: "free space on that file system (or point results elsewhere) and rerun",
+    errno.EDQUOT: "the disk quota is exhausted: free space and rerun",
+    errno.EACCES: "the file or its folder is not writable or readable by you: fix its permissions and rerun",
+    errno.EPERM: "the operation is not permitted on that file: fix its permissions and rerun",
+    errno.EROFS: "that file system is read-only: write the results elsewhere",
+}
 
 if TYPE_CHECKING:
     import torch
@@ -109,6 +123,39 @@ def write_output(value: Any, path: str) -> list[Path]:
     raise TypeError(f"a step returned a {type(value).__name__} for {path}; expected DataFrame, Figure, dict, str or bytes")
 
 
+WALL_CLOCK_COLUMN = re.compile(r"(^|_)(seconds|wall_time_s|time_s)$")
+"""A column that holds a wall time: it differs between two identical runs, so a result table
+holding it changes its bytes (and its DVC hash) on every rerun. Timings live in the sidecars;
+the runtimes step gathers them into results/runtimes.csv, the one table of times."""
+
+
+def refuse_wall_clock_columns(step_name: str, results: dict[str, Any]) -> None:
+    """Raise RuntimeError when a step other than runtimes.* returns a table with a wall-time column."""
+    if step_name.startswith("runtimes."):
+        return
+    for name, value in results.items():
+        if isinstance(value, pd.DataFrame):
+            timed = [str(column) for column in value.columns if WALL_CLOCK_COLUMN.search(str(column))]
+            if timed:
+                raise RuntimeError(f"step {step_name} returned table '{name}' with wall-time column(s) {timed}: "
+                                   "timings belong in the sidecars (results must be byte-identical between runs)")
+
+
+def report_warnings(step_name: str, caught: list[warnings.WarningMessage]) -> list[str]:
+    """The distinct ResultWarnings a step raised, each printed once to stderr (the job's log) as
+    `factstore: warning: step S: ...`; other warnings are shown as Python would show them."""
+    messages: list[str] = []
+    for warning in caught:
+        if issubclass(warning.category, ResultWarning):
+            if str(warning.message) not in messages:
+                messages.append(str(warning.message))
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    for message in messages:
+        print(f"factstore: warning: step {step_name}: {message}", file=sys.stderr)
+    return messages
+
+
 def run_step(
     step_name: str,
     params: dict[str, Any],
@@ -122,9 +169,13 @@ def run_step(
     for name, path in inputs.items():
         if not Path(path).exists():
             raise UsageError(f"input '{name}' is missing: {path}")
+        io.check_unchanged(path)  # the bytes its writer recorded: a truncated or edited table stops here
     for path in outputs.values():  # leftovers of a killed earlier run (see factstore.io)
         io.remove_temporary_files(path)
         io.remove_temporary_files(io.sidecar_path(path))
+        # An old sidecar would outlive its file if this run fails (Snakemake then deletes the
+        # outputs, not their sidecars) and be counted by results/runtimes.csv.
+        io.sidecar_path(path).unlink(missing_ok=True)
     # torch (~1.3 s of imports) only for the steps whose modules use it: not figures or reports
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -140,12 +191,16 @@ def run_step(
 
     start, cpu_start = time.perf_counter(), time.process_time()
     try:
-        results = step(params, {k: Path(v) for k, v in inputs.items()}, context)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResultWarning)
+            results = step(params, {k: Path(v) for k, v in inputs.items()}, context)
     finally:
         if torch is not None:
             torch.set_flush_denormal(False)  # the process default: leave callers (tests) unaffected
     wall_time, cpu_time = time.perf_counter() - start, time.process_time() - cpu_start
+    result_warnings = report_warnings(step_name, caught)
 
+    refuse_wall_clock_columns(step_name, results)
     missing = sorted(set(outputs) - set(results))
     extra = sorted(set(results) - set(outputs))
     if missing or extra:
@@ -153,13 +208,19 @@ def run_step(
     record = provenance.collect(
         step=step_name, params=params, inputs=inputs, device=chosen, threads=threads, wall_time_s=wall_time,
         step_cpu_time_s=cpu_time,
-    )
-    written = {}
-    for name, path in outputs.items():
-        files = write_output(results[name], path)
-        for file in files:
-            io.write_json(record | {"output": name}, io.sidecar_path(file))
-        written[name] = files
+    ) | {"warnings": result_warnings}
+    written: dict[str, list[Path]] = {}
+    try:
+        for name, path in outputs.items():
+            written[name] = write_output(results[name], path)
+            rows = {"rows": len(results[name])} if isinstance(results[name], pd.DataFrame) else {}
+            for file in written[name]:
+                io.write_json(record | {"output": name, "sha256": io.sha256_file(file)} | rows, io.sidecar_path(file))
+    except BaseException:  # a full disk or a permission error mid-way: no partial set of outputs
+        for file in [file for files in written.values() for file in files]:
+            file.unlink(missing_ok=True)
+            io.sidecar_path(file).unlink(missing_ok=True)
+        raise
     if "matplotlib.pyplot" in sys.modules:
         sys.modules["matplotlib.pyplot"].close("all")
     return written
@@ -216,6 +277,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except DataProblem as error:  # bad or missing data: the message names file and line
         print(f"factstore: error: step {args.step} failed (nothing written): {error}", file=sys.stderr)
+        return 1
+    except DeviceUnavailable as error:
+        print(f"factstore: error: step {args.step} cannot run: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        if error.errno not in FILE_SYSTEM_ERRORS:
+            raise
+        where = " -> ".join(str(name) for name in (error.filename, error.filename2) if name) or "a file"
+        print(f"factstore: error: step {args.step} failed (nothing written): {error.strerror} ({where}); "
+              f"{FILE_SYSTEM_ERRORS[error.errno]}", file=sys.stderr)
         return 1
     return 0
 

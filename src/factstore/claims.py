@@ -23,6 +23,7 @@ and the checks as that revision set them); the report prints them under the clai
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -226,8 +227,36 @@ def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str
     return record | {"status": check_status, "note": ""}
 
 
-def evaluate(claims: list[dict], metric_files: dict[str, str | Path], run_scale: str) -> list[dict[str, Any]]:
+def with_warnings(record: dict[str, Any], messages: list[str]) -> dict[str, Any]:
+    """`record` with the study's result warnings (factstore.errors.ResultWarning) in its note:
+    a verdict read from a search that found nothing, or from a model that ended far from its
+    training target, must not look like a clean one."""
+    if not messages:
+        return record
+    shown = f"WARNING ({len(messages)} in this study's logs): {messages[0]}" + (" ..." if len(messages) > 1 else "")
+    return record | {"warnings": messages, "note": "; ".join(filter(None, [record.get("note", ""), shown]))}
+
+
+def evaluate(claims: list[dict], metric_files: dict[str, str | Path], run_scale: str,
+             warnings: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
     """Evaluate every claim; metric_files maps a claim's `result` (results/<study>/metrics.csv) to
-    the file of this run that holds it. Files that do not exist leave their claims NOT RUN."""
+    the file of this run that holds it. Files that do not exist leave their claims NOT RUN.
+    warnings: result -> the ResultWarnings of the steps that made that study's results."""
     metrics = {result: pd.read_csv(path) for result, path in metric_files.items() if Path(path).exists()}
-    return [evaluate_claim(claim, metrics, run_scale) for claim in claims]
+    records = [evaluate_claim(claim, metrics, run_scale) for claim in claims]
+    return [with_warnings(record, (warnings or {}).get(record["result"], []) if record["status"] != "NOT RUN" else [])
+            for record in records]
+
+
+def study_warnings(metrics_file: str | Path) -> list[str]:
+    """The distinct ResultWarnings in the provenance sidecars of the study folder that holds
+    `metrics_file` (results/<study>/metrics.csv -> results/<study>/**/*.prov.json), whose file
+    still exists, in file order."""
+    messages: list[str] = []
+    for sidecar in sorted(Path(metrics_file).parent.rglob("*.prov.json")):
+        if not Path(sidecar.as_posix().removesuffix(".prov.json")).exists():
+            continue
+        for message in json.loads(sidecar.read_text()).get("warnings", []):
+            if message not in messages:
+                messages.append(message)
+    return messages

@@ -76,9 +76,21 @@ def cross_field_problems(config: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _is_integer(checker, instance) -> bool:
+    """A schema `integer` is a whole number written as one: JSON Schema also accepts 2.0, which a
+    step then passes to range() or torch.randn as a float (a TypeError mid-run)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+)
+
+
 def validate(config: dict[str, Any], source: str = "config", schema: dict | None = None) -> dict[str, Any]:
     """Raise ConfigError listing every problem; return the config unchanged when it is valid."""
-    validator = jsonschema.Draft202012Validator(schema or load_schema())
+    validator = Validator(schema or load_schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     problems = [_describe(error) for error in errors]
     if not problems:
@@ -187,4 +199,4 @@ def dvc_config_conflict(configfiles: list, environ: dict | None = None) -> str |
         return None
     return (f"FACTSTORE_CONFIG={chosen}, but DVC runs with {' + '.join(map(str, configfiles))} (params.yaml's "
             "`config`). DVC cannot see environment variables: select the config with "
-            "`dvc exp run -S config=FILE` or in params.yaml, and unset FACTSTORE_CONFIG.")
+            "params.yaml's `config:` (then `dvc repro`), and unset FACTSTORE_CONFIG.")

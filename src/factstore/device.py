@@ -6,6 +6,8 @@ import os
 
 import torch
 
+from factstore.errors import DeviceUnavailable
+
 
 def select_device(requested: str | None = None) -> torch.device:
     """`requested` (or $FACTSTORE_DEVICE) may be 'cpu', 'cuda', 'cuda:1' or 'auto' (the default)."""
@@ -13,7 +15,9 @@ def select_device(requested: str | None = None) -> torch.device:
     if choice == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if choice.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device '{choice}' was requested but CUDA is not available on this machine")
+        source = "--device" if requested else "FACTSTORE_DEVICE"
+        raise DeviceUnavailable(f"{source}={choice}, but CUDA is not available on this machine "
+                                f"(use cpu or auto, or run where a GPU is)")
     try:
         return torch.device(choice)
     except RuntimeError as error:

@@ -16,3 +16,19 @@ class DataProblem(Exception):
 class TrainingDiverged(RuntimeError):
     """A training run produced a non-finite loss or parameter (the message names the setting and
     the training step)."""
+
+
+class UnsafeFile(DataProblem):
+    """A saved model or checkpoint that holds pickled objects (code that loading would run) rather
+    than only tensors and plain data: refused, never executed (the message names the file)."""
+
+
+class DeviceUnavailable(RuntimeError):
+    """The requested device (--device or $FACTSTORE_DEVICE) is not on this machine."""
+
+
+class ResultWarning(UserWarning):
+    """A step finished, but a result needs a reader's eye: every probe of a capacity search failed
+    (the capacity lies outside the searched range), or a training ended far from its target. The
+    runner prints each in the job's log and keeps it in the outputs' sidecars; the claims report
+    notes it beside the study's claims."""

@@ -8,12 +8,15 @@ on a shared cluster file system), like any file the user creates. A temporary fi
 cluster time limit) leaves it behind, and the next write of the same output deletes it first;
 `.dvcignore` keeps DVC from storing one in between.
 Next to each result `X` sits `X.prov.json` (see `factstore.provenance`): downstream rules never
-read the sidecars, so volatile facts (commit, wall time) never trigger reruns.
+read the sidecars, so volatile facts (commit, wall time) never trigger reruns. The sidecar also
+records `X`'s sha256 when it was written; `check_unchanged` compares it before a step reads `X`.
+Saved tensors are read with `load_tensors` (weights_only=True): never a pickled object.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io as io_module
 import json
 import os
 import secrets
@@ -22,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from factstore.errors import DataProblem, UnsafeFile
 
 SIDECAR_SUFFIX = ".prov.json"
 
@@ -95,12 +100,34 @@ def write_table(table: pd.DataFrame, path: str | os.PathLike) -> None:
             raise ValueError(f"cannot write a table to {path}: use a .csv or .parquet file name")
 
 
+class BadTable(DataProblem):
+    """A table file that does not parse (binary garbage, a broken row, no header): the message
+    names the file and, where it can be told, the line."""
+
+
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
-    """Read a table written by `write_table`."""
+    """Read a table written by `write_table`; a file that does not parse is BadTable naming it."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"result table {path} does not exist; run the rule that makes it first")
-    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    try:
+        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except UnicodeDecodeError:
+        raise BadTable(f"{path}:{_first_undecodable_line(path)}: not UTF-8 text (a damaged or binary file); "
+                       "delete it and rerun the rule that makes it") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as error:
+        raise BadTable(f"{path}: not a readable table ({str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__}); "
+                       "delete it and rerun the rule that makes it") from None
+
+
+def _first_undecodable_line(path: Path) -> int:
+    """The 1-based number of the first line of `path` that is not UTF-8."""
+    for number, line in enumerate(path.read_bytes().split(b"\n"), 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return number
+    return 1
 
 
 def concat_tables(inputs: dict[str, Path], prefix: str, empty: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -145,3 +172,62 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     raise TypeError(f"cannot store {type(value).__name__} in JSON")
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The sha256 hex digest of a file's bytes (read in 1 MiB blocks)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class InputChanged(DataProblem):
+    """An input file whose bytes differ from those its writer recorded in the file's sidecar
+    (truncated, edited or swapped after the step that made it): the message names the file, the
+    step that wrote it and, for a table, the rows then and now."""
+
+
+def check_unchanged(path: str | os.PathLike) -> None:
+    """Raise InputChanged when `path`'s sha256 differs from the one in its sidecar; files without
+    a sidecar or whose sidecar records no sha256 (written before it did) are not checked."""
+    path = Path(path)
+    sidecar = sidecar_path(path)
+    if not path.is_file() or not sidecar.is_file():
+        return
+    record = read_json(sidecar)
+    if "sha256" not in record or sha256_file(path) == record["sha256"]:
+        return
+    rows = ""
+    if "rows" in record:
+        try:
+            rows = f"; {record['rows']} rows when written, {len(read_table(path))} now"
+        except DataProblem as error:
+            rows = f"; {record['rows']} rows when written, now unreadable: {error}"
+    raise InputChanged(f"{path}: its bytes differ from those step {record.get('step', '?')} wrote (sha256 "
+                       f"{record['sha256'][:12]}... in {sidecar.name}){rows}; the file changed after it was made: "
+                       "delete it and rerun the rule that makes it")
+
+
+def load_tensors(source: str | os.PathLike | bytes) -> Any:
+    """Tensors and plain containers saved with torch.save, loaded with weights_only=True (onto the
+    CPU): a file that holds any other pickled object (a class, a `__reduce__` payload that would run
+    code) is refused with UnsafeFile naming it, before anything in it runs. `source`: a path, or
+    the file's bytes."""
+    import pickle
+
+    import torch
+
+    name = "the given bytes" if isinstance(source, bytes) else str(source)
+    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    try:
+        buffer = io_module.BytesIO(data)
+        return torch.load(buffer, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+        detail = next((line for line in lines if "GLOBAL" in line or "Unsupported" in line), lines[0])
+        raise UnsafeFile(f"refused to load {name}: it holds pickled objects, not only tensors and plain data "
+                         f"({detail[:200]})") from None

@@ -16,8 +16,11 @@ point twice; each returns every probe so non-monotone cases stay visible.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+
+from factstore.errors import ResultWarning
 
 
 def _check_range(low: int, high: int) -> None:
@@ -86,13 +89,25 @@ def _bracket_steps(target: float, evaluations: dict[int, float], guess: int, low
     return (yield from _bisect(target, evaluations, lo, hi, resolution))
 
 
-def _drive(steps: SearchSteps, accuracy_at: Callable[[int], float]) -> int | None:
-    """Run a search one probe at a time; returns its answer."""
+def warn_if_every_probe_failed(answer: int | None, target: float, evaluations: dict[int, float]) -> None:
+    """A ResultWarning when a smallest-passing search found nothing (answer None): its result is
+    censored at the top of the searched range, which a table or a fit must not read as a size."""
+    if answer is None and evaluations:
+        best = max(evaluations, key=lambda width: (evaluations[width], width))
+        warnings.warn(ResultWarning(
+            f"every probe of a capacity search failed the target {target:g} ({len(evaluations)} probes up to "
+            f"{max(evaluations)}; best {evaluations[best]:.4g} at {best}): the capacity lies above the searched range"),
+            stacklevel=3)
+
+
+def _drive(steps: SearchSteps, accuracy_at: Callable[[int], float], target: float, evaluations: dict[int, float]) -> int | None:
+    """Run a search one probe at a time; returns its answer (warning when every probe failed)."""
     try:
         width = next(steps)
         while True:
             width = steps.send(accuracy_at(width))
     except StopIteration as done:
+        warn_if_every_probe_failed(done.value, target, evaluations)
         return done.value
 
 
@@ -108,7 +123,7 @@ def binary_search_smallest(
     """
     _check_range(low, high)
     evaluations: dict[int, float] = {}
-    return _drive(_binary_steps(target, evaluations, low, high), accuracy_at), evaluations
+    return _drive(_binary_steps(target, evaluations, low, high), accuracy_at, target, evaluations), evaluations
 
 
 def bracket_search_smallest(
@@ -129,7 +144,7 @@ def bracket_search_smallest(
     _check_range(low, high)
     evaluations: dict[int, float] = {}
     steps = _bracket_steps(target, evaluations, guess, low, high, growth, resolution, first_growth)
-    return _drive(steps, accuracy_at), evaluations
+    return _drive(steps, accuracy_at, target, evaluations), evaluations
 
 
 def bracket_search_smallest_together(
@@ -165,6 +180,8 @@ def bracket_search_smallest_together(
             except StopIteration as done:
                 answers[i] = done.value
         pending = following
+    for answer, evaluated in zip(answers, evaluations):
+        warn_if_every_probe_failed(answer, target, evaluated)
     return list(zip(answers, evaluations))
 
 
@@ -244,4 +261,8 @@ def search_largest(
         if not inner:
             break
         probe(inner)
+    if search.capacity == 0:
+        warnings.warn(ResultWarning(
+            f"every probe of a capacity search failed the target {target_accuracy:g} (down to size "
+            f"{min(size for size, _ in search.probes)}): capacity 0 means the model fitted nothing"), stacklevel=2)
     return search

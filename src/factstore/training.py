@@ -14,12 +14,13 @@ and writes nothing.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import torch
 
-from factstore.errors import TrainingDiverged
+from factstore.errors import ResultWarning, TrainingDiverged
 
 
 class DivergenceError(TrainingDiverged):
@@ -97,3 +98,18 @@ def adamw_with_warmup(
     optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=weight_decay)
     warmup = max(warmup_steps, 1)
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+
+
+FAR_FROM_TARGET = 0.1
+"""How far below its target (in accuracy or recall, a fraction) a training may end before it is
+reported: a trained model that stops within a few points of its target is the usual plateau, ten
+points below is a model that did not learn what the study then measures on it."""
+
+
+def warn_if_far_from_target(achieved: float, target: float, *, where: str, tolerance: float = FAR_FROM_TARGET) -> bool:
+    """Emit a ResultWarning (and return True) when a training ended more than `tolerance` below
+    its `target` (fractions, e.g. recall 0.62 for a target of 0.99)."""
+    if not math.isfinite(achieved) or achieved < target - tolerance:
+        warnings.warn(ResultWarning(f"{where}: training ended at {achieved:.4g}, far from its target {target:g}"), stacklevel=2)
+        return True
+    return False

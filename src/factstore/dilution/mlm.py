@@ -10,7 +10,6 @@ which gives the same loss as logits at every position and costs ~7x less in the 
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from factstore.io import atomic_path
 from factstore.training import check_finite
 
 IGNORE = -100
@@ -196,12 +196,11 @@ def state_bytes(payload: dict) -> bytes:
 
 
 def save_atomically(payload: dict, path: str | Path) -> None:
-    """torch.save to a temporary file, then rename: an interrupted write never leaves half a checkpoint."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    torch.save(payload, temporary)
-    os.replace(temporary, path)
+    """torch.save through factstore.io.atomic_path: an interrupted write never leaves half a
+    checkpoint under the real name, and a killed one leaves only a `.factstore-tmp` file (which
+    .dvcignore hides and the next save deletes)."""
+    with atomic_path(path) as temporary:
+        torch.save(payload, temporary)
 
 
 def count_tokens(token_ids: Sequence[Sequence[int]]) -> int:

@@ -33,6 +33,7 @@ from torch.nn import functional
 from factstore.editing.corpus import Corpus
 from factstore.editing.model import FactLanguageModel
 from factstore.editing.training import answer_recall, evaluate, perplexity
+from factstore.training import check_finite
 
 
 def edit_block(n_facts: int, fraction: float, generator: torch.Generator, exclude: Tensor | None = None) -> Tensor:
@@ -82,12 +83,14 @@ def target_residuals(model: FactLanguageModel, corpus: Corpus, steps: int, learn
     answers = corpus.targets[rows, corpus.answer_positions]
     shift = torch.zeros(len(corpus.tokens), model.embedding.weight.shape[1], device=device, requires_grad=True)
     optimizer = torch.optim.Adam([shift], lr=learning_rate)
-    for _ in range(steps):
+    for step in range(steps):
         logits, _ = model(corpus.tokens, corpus.answer_positions, fact_shift=shift)
         loss = functional.cross_entropy(logits, answers, reduction="sum")
+        check_finite(loss, where=f"editing.target_residuals(learning_rate={learning_rate:g})", step=step)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+    check_finite(0.0, [shift], where=f"editing.target_residuals(learning_rate={learning_rate:g})", step=steps)
     return shift.detach().to("cpu", torch.float64)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import io
 import json
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from factstore.device import derived_generator
 from factstore.dilution import archetypes as toy
 from factstore.dilution import fewrel, mlm
 from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, prune_by_magnitude, zero_fraction
-from factstore.io import concat_tables, read_table
+from factstore.io import concat_tables, load_tensors, read_table
 from factstore.metrics import MetricsTable
 from factstore.statistics import spearman
 
@@ -90,7 +89,7 @@ def pretrain(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     optimiser = torch.optim.AdamW(model.parameters(), lr=params["learning_rate"], weight_decay=0.01)
     checkpoint_path, fingerprint, start, log = Path(params["checkpoint"]), _fingerprint(params), 0, []
     if checkpoint_path.exists():
-        saved = torch.load(checkpoint_path, weights_only=False)
+        saved = load_tensors(checkpoint_path)
         if saved.get("fingerprint") == fingerprint:
             model.load_state_dict(saved["state"])
             model.to(context.device)
@@ -119,7 +118,7 @@ def pretrain(params: dict, inputs: dict[str, Path], context) -> dict[str, object
 
 
 def _load_payload(path: Path) -> dict:
-    return torch.load(io.BytesIO(Path(path).read_bytes()), weights_only=False)
+    return load_tensors(path)
 
 
 def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:

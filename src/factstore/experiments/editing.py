@@ -16,8 +16,8 @@ Rules in workflow/rules/editing.smk call these through `python -m factstore edit
 
 from __future__ import annotations
 
+import dataclasses
 import io
-import time
 from itertools import product
 from pathlib import Path
 
@@ -37,11 +37,12 @@ from factstore.editing.training import LanguageTraining, evaluate, perplexity, t
 from factstore.editing.vocabulary import FactVocabulary, eligible_facts, fact_vocabulary, load_tokenizer
 from factstore.embeddings import model_directory
 from factstore.facts import FactSet, normalize_rows, spherical_embeddings
-from factstore.io import concat_tables, read_table
+from factstore.io import concat_tables, load_tensors, read_table
 from factstore.metrics import MetricsTable
-from factstore.mlp import gd
+from factstore.mlp import gd, serialisation
 from factstore.mlp.methods import get_method
 from factstore.mlp.modules import module_accuracy, output_layer, parameter_count
+from factstore.training import warn_if_far_from_target
 
 BASELINES = ("rome", "memit", "alphaedit")
 METHOD_ORDER = ("swap", *BASELINES)
@@ -125,16 +126,17 @@ def train(params: dict, inputs: dict[str, Path], context) -> dict:
         "expert_method": params["fact_expert"]["method"], "expert_width": params["fact_expert"]["width"],
         "expert_parameters": parameter_count(expert), "expert_standalone_accuracy": standalone,
         "trainable_parameters": sum(p.numel() for p in model.trainable_parameters()),
-        **{f"train_{name}": value for name, value in record.items()},
+        **{f"train_{name}": value for name, value in record.items() if name != "seconds"},  # timings: the sidecar
         "recall_seen": float(measured["correct"][~held].double().mean()),
         "recall_held_out": float(measured["correct"][held].double().mean()),
         "fact_weight": float(measured["fact_weight"].mean()),
         "text_weight": float(measured["text_weight"].mean()),
         "perplexity": perplexity(measured),
     }
-    buffer = io.BytesIO()
-    torch.save({"model": model.cpu(), "vocabulary": vocabulary, "facts": facts, "embeddings": embeddings}, buffer)
-    return {"model": buffer.getvalue(), "recall": per_template(measured, corpus, held_out),
+    warn_if_far_from_target(standalone, 1.0, where=f"the {params['fact_expert']['method']} fact expert's accuracy")
+    warn_if_far_from_target(language_model["recall_seen"], params["training"]["stop_recall"],
+                            where="the language model's recall on the seen templates")
+    return {"model": model_bytes(model.cpu(), params["model"], vocabulary, facts), "recall": per_template(measured, corpus, held_out),
             "language_model": pd.DataFrame([language_model])}
 
 
@@ -143,10 +145,26 @@ def train(params: dict, inputs: dict[str, Path], context) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
+def model_bytes(model: FactLanguageModel, options: dict, vocabulary: FactVocabulary, facts: pd.DataFrame) -> bytes:
+    """The trained language model as plain data (no pickled objects, so `load_trained` reads it
+    with weights_only=True): its state dict, its fact expert's structure (mlp.serialisation), its
+    constructor options, the vocabulary's fields and the facts' columns."""
+    buffer = io.BytesIO()
+    torch.save({"state": model.state_dict(), "expert": serialisation.describe(model.fact_expert), "options": dict(options),
+                "vocabulary": dataclasses.asdict(vocabulary), "facts": facts.to_dict("list")}, buffer)
+    return buffer.getvalue()
+
+
 def load_trained(path: Path, device) -> dict:
-    saved = torch.load(io.BytesIO(Path(path).read_bytes()), weights_only=False)
-    saved["model"] = saved["model"].to(device).eval()
-    return saved
+    """{"model", "vocabulary", "facts"} of `model_bytes`; a file holding anything but tensors and
+    plain data is refused (torch's UnpicklingError, reported by the runner as unsafe)."""
+    saved = load_tensors(path)
+    state = saved["state"]
+    expert = serialisation.skeleton(saved["expert"])
+    model = FactLanguageModel(state["embedding.weight"], expert, mlp_input_scale=1.0, **saved["options"])
+    model.load_state_dict(state, strict=True)
+    return {"model": model.to(device).eval(), "vocabulary": FactVocabulary(**saved["vocabulary"]),
+            "facts": pd.DataFrame(saved["facts"])}
 
 
 def baseline_settings(grid: dict) -> list[dict]:
@@ -208,7 +226,6 @@ class Editor:
 
     def run(self, setting: dict, authors: Tensor, block: Tensor, inputs: dict) -> dict:
         """Apply one baseline setting, score it, restore the weight."""
-        started = time.perf_counter()
         keys, residuals = inputs[setting["target_learning_rate"]]
         residuals = clamp_residuals(residuals, keys @ self.original.T, setting.get("clamp"))
         weight, null_space = self.weight_edit(setting, keys, residuals, block)
@@ -217,7 +234,7 @@ class Editor:
             scores = self.scores(authors, block)
         finally:
             set_weight(self.layer, self.original)
-        return {**scores, "null_space_dim": null_space, "seconds": time.perf_counter() - started}
+        return {**scores, "null_space_dim": null_space}
 
 
 def edit(params: dict, inputs: dict[str, Path], context) -> dict:
@@ -255,7 +272,6 @@ def edit(params: dict, inputs: dict[str, Path], context) -> dict:
 
 def swap(editor: Editor, params: dict, authors: Tensor, block: Tensor, device) -> dict:
     """MLP swap: a new fact expert built the same way for the edited map, swapped in, scored."""
-    started = time.perf_counter()
     embeddings = editor.model.embedding.weight.detach().cpu()
     fact_set = expert_fact_set(embeddings, editor.vocabulary, authors)
     new_expert = build_expert(fact_set, params, derived_generator(params["seed"], params["fraction"], "swap"), device)
@@ -265,8 +281,7 @@ def swap(editor: Editor, params: dict, authors: Tensor, block: Tensor, device) -
         scores = editor.scores(authors, block)
     finally:
         editor.model.mixture.fact_expert = original
-    return {"method": "swap", **scores, "expert_standalone_accuracy": module_accuracy(new_expert, fact_set),
-            "seconds": time.perf_counter() - started}
+    return {"method": "swap", **scores, "expert_standalone_accuracy": module_accuracy(new_expert, fact_set)}
 
 
 # ---------------------------------------------------------------------------------------------

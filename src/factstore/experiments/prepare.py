@@ -14,7 +14,7 @@ from pathlib import Path
 from factstore.data import prepare
 from factstore.data.fetch import ChecksumError, FetchError, verify
 from factstore.data.sources import SOURCES, WIKIPEDIA, Source
-from factstore.io import read_json, read_table
+from factstore.io import read_json, read_table, sha256_file
 
 
 def verify_raw(path: Path, source: Source) -> None:
@@ -50,7 +50,9 @@ def fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
 
 
 def manifest(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """Counts, licenses and origins of every prepared table: data/processed/manifest.json."""
+    """Counts, licenses and origins of every prepared table, and each table file's rows and sha256
+    (the values its prepare job recorded in its sidecar, which the runner checks whenever a step
+    reads the table): data/processed/manifest.json."""
     reports = {name.removeprefix("report_"): read_json(path) for name, path in inputs.items() if name.startswith("report_")}
     tables = {name.removeprefix("table_"): read_table(path) for name, path in inputs.items() if name.startswith("table_")}
     counts = {
@@ -65,4 +67,7 @@ def manifest(params: dict, inputs: dict[str, Path], context) -> dict[str, object
                              "relations": tables["fewrel_sentences"].relation.nunique(),
                              **tables["fewrel_sentences"].split.value_counts().to_dict()},
     }
-    return {"manifest": {"tables": counts, "sources": reports}}
+    files = {name.removeprefix("table_"): {"path": path.as_posix(), "rows": len(tables[name.removeprefix("table_")]),
+                                           "sha256": sha256_file(path)}
+             for name, path in inputs.items() if name.startswith("table_")}
+    return {"manifest": {"tables": counts, "files": files, "sources": reports}}

@@ -14,10 +14,14 @@ import pandas as pd
 
 
 def _sidecars(folders: list[str]) -> list[dict]:
+    """The sidecars under `folders` whose result file exists (a failed or interrupted job's
+    outputs are deleted by Snakemake, an older sidecar of theirs may remain: it is no run)."""
     records = []
     for folder in folders:
         for path in sorted(Path(folder).rglob("*.prov.json")):
-            records.append(json.loads(path.read_text()) | {"file": path.as_posix().removesuffix(".prov.json")})
+            file = path.as_posix().removesuffix(".prov.json")
+            if Path(file).exists():
+                records.append(json.loads(path.read_text()) | {"file": file})
     return records
 
 

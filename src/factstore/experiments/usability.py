@@ -147,7 +147,7 @@ def run_probes(specs: list[ProbeSpec], params: dict, device) -> list[dict]:
             rows.append({"standalone_trained": trained_accuracy, "standalone_swapped": swapped_accuracy,
                          "plain_recall": record["plain_recall"], "fact_adaptive": record["fact_adaptive"],
                          "attention_on_key": record["attention_on_key"], "train_accuracy": record["train_accuracy"],
-                         "steps": record["steps"], "stop": record["stop"], "train_seconds": record["seconds"],
+                         "steps": record["steps"], "stop": record["stop"],
                          "batched_runs": len(chunk), "lipschitz": lipschitz, "lipschitz_relative": relative,
                          "output_rms": rms})
     return rows
@@ -225,7 +225,7 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
                                "n_params": seen[replicate][size]} | record)
                 print(f"{method} F={n_facts} seed {replicate} size {size}: fact-adaptive {record['fact_adaptive']:.4f}, "
                       f"plain {record['plain_recall']:.4f}, standalone {record['standalone_swapped']:.4f}, "
-                      f"{record['steps']} steps ({record['train_seconds']:.1f} s, {len(requests)} runs batched)",
+                      f"{record['steps']} steps ({len(requests)} runs batched)",
                       flush=True)
             return [record["fact_adaptive"] for record in records]
 

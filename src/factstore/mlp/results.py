@@ -21,7 +21,7 @@ from factstore.mlp.scaling import random_map_bits
 
 TABLE_COLUMNS = [
     "experiment", "method", "degree", "d", "F", "replicate", "kappa", "alpha", "target", "width", "n_params",
-    "accuracy", "best_accuracy", "stored", "params_at_cap", "probes", "steps", "seconds", "rho",
+    "accuracy", "best_accuracy", "stored", "params_at_cap", "probes", "steps", "rho",
     "bits_per_parameter", "facts_per_parameter", "lipschitz", "lipschitz_relative", "output_rms",
 ]
 
@@ -41,7 +41,7 @@ def result_row(result: WidthSearch, fact_set: FactSet, **fields) -> dict:
         "n_params": n_params, "accuracy": result.accuracy if stored else math.nan,
         "best_accuracy": result.best_accuracy, "stored": stored,
         "params_at_cap": result.params_at_cap if result.params_at_cap is not None else math.nan,
-        "probes": len(result.evaluations), "steps": result.steps, "seconds": result.seconds,
+        "probes": len(result.evaluations), "steps": result.steps,
         "bits_per_parameter": float(random_map_bits(n_facts)) / n_params if stored else math.nan,
         "facts_per_parameter": n_facts / n_params if stored else 0.0,
         "lipschitz": math.nan, "lipschitz_relative": math.nan, "output_rms": math.nan, "degree": math.nan,
