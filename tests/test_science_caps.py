@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from factstore import __main__ as runner
-from factstore import claims, config, io
+from factstore import claims, claims_report, config, io
 from factstore.__main__ import main
 from factstore.editing.corpus import templated_corpus
 from factstore.editing.protocol import target_residuals
@@ -93,11 +93,12 @@ def test_the_claims_note_carries_the_study_warnings(tmp_path):
     pd.DataFrame({"metric": ["capacity"], "value": [3.0], "detail": [""]}).to_csv(metrics, index=False)
     claim = {"id": "X1", "work": "w", "statement": "s", "scale": "any", "result": metrics.as_posix(),
              "checks": [{"metric": "capacity", "min": 1}]}
-    clean, = claims.evaluate([claim], [metrics], "smoke")
-    warned, = claims.evaluate([claim], [metrics], "smoke", warnings={metrics.as_posix(): ["every probe failed"]})
+    clean, = claims.evaluate([claim], {metrics.as_posix(): metrics}, "smoke")
+    warned, = claims.evaluate([claim], {metrics.as_posix(): metrics}, "smoke",
+                              warnings={metrics.as_posix(): ["every probe failed"]})
     assert clean["status"] == warned["status"] == "PASS" and "WARNING" not in clean["note"]
     assert "WARNING (1 in this study's logs): every probe failed" in warned["note"]
-    assert "WARNING" in claims.markdown([warned])
+    assert "WARNING" in claims_report.markdown([warned])
 
 
 def test_the_target_optimisation_stops_on_a_non_finite_loss():
