@@ -60,6 +60,25 @@ rule mlp_capacity:
         STEP
 
 
+rule mlp_ntk_regime:
+    """The NTK's capacity at the seed's d = 128 (S0.ntk-stores); the one-pass unit-prefix search."""
+    output:
+        table="results/mlp/ntk_regime/{method}.csv",
+    wildcard_constraints:
+        method=r"ntk[a-z_]*",
+    input:
+        code=step_code("mlp"),
+    params:
+        step="mlp.ntk_regime",
+        json=lambda w: as_json(MLP_SHARED, method=w.method, ntk_regime={k: v for k, v in MLP["ntk_regime"].items() if k != "methods"}),
+        io=runner_io,
+    threads: config["threads"]
+    log:
+        "logs/mlp/ntk_regime_{method}.log",
+    shell:
+        STEP
+
+
 rule mlp_anisotropy:
     output:
         table="results/mlp/anisotropy/kappa{kappa}.csv",
@@ -108,6 +127,7 @@ rule mlp_whitening:
 # Named inputs of the summary: one table per capacity method, per kappa, per alpha.
 MLP_TABLES = (
     named_outputs(rules.mlp_capacity.output.table, {f"capacity_{m}": {"method": m} for m in MLP["capacity"]["methods"]})
+    | named_outputs(rules.mlp_ntk_regime.output.table, {f"regime_{m}": {"method": m} for m in MLP["ntk_regime"]["methods"]})
     | named_outputs(rules.mlp_anisotropy.output.table, {f"anisotropy_k{k:g}": {"kappa": f"{k:g}"} for k in MLP["anisotropy"]["kappas"]})
     | named_outputs(rules.mlp_whitening.output.table, {f"whitening_a{a:g}": {"alpha": f"{a:g}"} for a in MLP["whitening"]["alphas"]})
 )

@@ -170,6 +170,20 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     return {"table": tidy_table(rows)}
 
 
+def ntk_regime(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """The NTK's capacity search (`capacity`, the one-pass unit-prefix search) in the seed's
+    regime, d = 128 (S0.ntk-stores): at the capacity sweep's small d the degree-2 kernel runs out
+    of capacity (~d^4 / (60 ln F) facts) inside the F range, which says nothing about the seed's claim.
+
+    params: as `capacity`, with an ntk_regime section (d, log2_facts, seeds, targets, ntk_degrees)
+    in place of the capacity section. Returns {"table": rows with experiment 'ntk_regime'}.
+    """
+    section = params["ntk_regime"]
+    searched = params | {"ntk_degrees": section["ntk_degrees"],
+                         "capacity": {key: section[key] for key in ("d", "log2_facts", "seeds", "targets")}}
+    return {"table": capacity(searched, inputs, context)["table"].assign(experiment="ntk_regime")}
+
+
 def anisotropy(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Every method's smallest W at one value condition number kappa, with rho(V) of each set.
 

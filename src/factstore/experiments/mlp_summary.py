@@ -14,20 +14,25 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from factstore.io import concat_tables
 from factstore.metrics import MetricsTable
 from factstore.mlp.encoder_decoder import gated_parameter_count
 from factstore.mlp.methods import METHODS
-from factstore.mlp.results import best_degree_rows, seed_means, tidy_table, ustar_gains
+from factstore.mlp.results import best_degree_rows, seed_means, tidy_table, ustar_capacity_ratios, ustar_gains
 from factstore.mlp.scaling import fit_f_log_f, information_bound, random_map_bits
 from factstore.statistics import spearman
 
 ASYMPTOTIC_F_OVER_D = 32
 """S0.ed-matches-gd-asymptotics compares exponents over F / d >= this (SPEC: the asymptotic regime)."""
-# NTK Hermite degree -> name of the fraction of (F, seed) it stores at 100% within the width cap.
+# NTK Hermite degree -> name of the fraction of (F, seed) it stores at 100% within the width cap:
+# in the seed's regime (the ntk_regime sweep, d = 128: S0.ntk-stores) and in the capacity sweep
+# (its small d, reported).
 NTK_STORES_METRICS = {1: "ntk_stores_fraction_degree1", 2: "ntk_stores_fraction_degree2"}
+NTK_STORES_METRICS_CAPACITY_SWEEP = {1: "ntk_stores_fraction_degree1_capacity_sweep",
+                                     2: "ntk_stores_fraction_degree2_capacity_sweep"}
 # NTK method -> names of its break kappa and of its stored fraction at kappa = 1.
 BREAK_METRICS = {"ntk": ("ntk_break_kappa", "ntk_stored_fraction_kappa1"),
                  "ntk_ustar": ("ntk_ustar_break_kappa", "ntk_ustar_stored_fraction_kappa1")}
@@ -112,7 +117,8 @@ def fits_table(capacity_table: pd.DataFrame) -> pd.DataFrame:
 def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Combined tables, fits and the metrics config/claims.yaml checks.
 
-    inputs: capacity_<method>, anisotropy_k<kappa>, whitening_a<alpha> tables. params:
+    inputs: capacity_<method>, regime_<method> (the NTK at the seed's d = 128), anisotropy_k<kappa>,
+    whitening_a<alpha> tables. params:
     bits_per_parameter_assumed, main_target (the project's standalone storage target; the seed's
     99% is fact-adaptive accuracy inside a Transformer), ntk_degrees, search, anisotropy_facts
     (the F every method runs at in the anisotropy sweep).
@@ -121,30 +127,64 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     (results.best_degree_rows); S0.ntk-stores and the information bound read every degree.
     """
     capacity_all = concat_tables(inputs, "capacity_", tidy_table([]))
+    regime_table = concat_tables(inputs, "regime_", tidy_table([]))
     anisotropy_table = concat_tables(inputs, "anisotropy_", tidy_table([]))
     whitening_table = concat_tables(inputs, "whitening_", tidy_table([]))
-    results = pd.concat([capacity_all, anisotropy_table, whitening_table], ignore_index=True)
+    results = pd.concat([capacity_all, regime_table, anisotropy_table, whitening_table], ignore_index=True)
     capacity_table = best_degree_rows(capacity_all)
     fits = fits_table(capacity_table)
     metrics = MetricsTable()
     bits_assumed = params["bits_per_parameter_assumed"]
     _capacity_metrics(capacity_table, fits, params["main_target"], params, metrics)
-    _ntk_degree_metrics(capacity_all, params, metrics)
+    _ntk_degree_metrics(regime_table, params, metrics)
+    _ntk_degree_metrics(capacity_all, params, metrics, NTK_STORES_METRICS_CAPACITY_SWEEP, " (reported)")
     # S0.info-bound: every measured count (every experiment and NTK degree) against the 2-bits-per-
     # parameter line, an empirical ceiling (not the seed's theorem, which has no constant).
     measured = results[results.stored & results.n_params.notna()]
     if len(measured):
-        ratio = measured.n_params / information_bound(measured.F.to_numpy(), bits_assumed)
-        worst = measured.loc[ratio.idxmin()]
-        metrics.add("info_bound_min_ratio", ratio.min(),
-                    f"min W / (log2(F!) / {bits_assumed:g}) over {len(measured)} measured counts, i.e. at most {bits_assumed:g} "
-                    f"bits per parameter (an empirical ceiling); worst: {worst.method}, {worst.experiment}, F = {worst.F}, "
-                    f"target {worst.target:g} ({worst.bits_per_parameter:.3g} bits/param as F log2 F / W)")
-        metrics.add("max_bits_per_parameter", measured.bits_per_parameter.max(),
-                    f"max F log2 F / W over all measured counts ({worst.method} is the extreme of the bound ratio)")
+        _information_bound_metrics(measured, bits_assumed, metrics)
     anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics)
     _whitening_metrics(best_degree_rows(whitening_table), metrics)
     return {"results": results, "fits": fits, "metrics": metrics.frame()}
+
+
+def failing_parameters(measured: pd.DataFrame) -> np.ndarray:
+    """(rows,) a lower bound on the parameter count at the largest width that missed the target,
+    the open end of each row's search interval (W_failing, W]. GD's bisection stops within its
+    resolution: its W is linear in the width (bias-free, parameters_per_unit x width), so
+    W_failing = W x width_failing / width (0 where no narrower probe failed: the interval then
+    reaches down to nothing). The NTK's and the encoder-decoder's searches are exact to one unit
+    (one-pass prefix, nested codes): their W is taken as exact."""
+    trained = measured.method.map(lambda method: METHODS[method].search == "trained").to_numpy(bool)
+    ratio = (measured.width_failing / measured.width).fillna(0.0).to_numpy()
+    return np.where(trained, measured.n_params.to_numpy() * ratio, measured.n_params.to_numpy())
+
+
+def _information_bound_metrics(measured: pd.DataFrame, bits_assumed: float, metrics: MetricsTable) -> None:
+    """S0.info-bound: every measured count (every experiment and NTK degree) against the 2-bits-
+    per-parameter line, an empirical ceiling (not the seed's theorem, which has no constant), as
+    an interval: the true smallest count lies in (W_failing, W] (failing_parameters). The bound
+    holds for certain when every W_failing is above it, fails for certain when some W is below
+    it, and the width search cannot decide when the interval straddles it (the claim's gate)."""
+    bound = information_bound(measured.F.to_numpy(), bits_assumed)
+    ratio = measured.n_params.to_numpy() / bound
+    lower = failing_parameters(measured) / bound
+    worst = measured.iloc[int(np.argmin(ratio))]
+    worst_lower = measured.iloc[int(np.argmin(lower))]
+    metrics.add("info_bound_min_ratio", ratio.min(),
+                f"min W / (log2(F!) / {bits_assumed:g}) over {len(measured)} measured counts, i.e. at most {bits_assumed:g} "
+                f"bits per parameter (an empirical ceiling); worst: {worst.method}, {worst.experiment}, F = {worst.F}, "
+                f"target {worst.target:g} ({worst.bits_per_parameter:.3g} bits/param as F log2 F / W)")
+    metrics.add("info_bound_min_ratio_lower", lower.min(),
+                f"the same with each count at the open end of its search interval (the largest width that failed): "
+                f"the true minimum ratio lies in ({lower.min():.4g}, {ratio.min():.4g}]; worst: {worst_lower.method}, "
+                f"{worst_lower.experiment}, F = {worst_lower.F}, target {worst_lower.target:g}")
+    decided = bool(lower.min() >= 1.0 or ratio.min() < 1.0)
+    metrics.add("info_bound_decided", float(decided),
+                "1 when the search intervals decide the bound (every interval above it, or some count below it); 0 when "
+                f"the interval of the minimum ({lower.min():.4g}, {ratio.min():.4g}] straddles 1")
+    metrics.add("max_bits_per_parameter", measured.bits_per_parameter.max(),
+                f"max F log2 F / W over all measured counts ({worst.method} is the extreme of the bound ratio)")
 
 
 def _missing_names(family: str, key) -> None:
@@ -231,17 +271,19 @@ def _capacity_metrics(table: pd.DataFrame, fits: pd.DataFrame, main_target: floa
                     "(NTK at its cap if it did not store: a lower bound)")
 
 
-def _ntk_degree_metrics(table: pd.DataFrame, params: dict, metrics: MetricsTable) -> None:
-    """S0.ntk-stores per Hermite degree: which degree stores where (every degree's rows)."""
+def _ntk_degree_metrics(table: pd.DataFrame, params: dict, metrics: MetricsTable,
+                        names: dict[int, str] = NTK_STORES_METRICS, note: str = "") -> None:
+    """S0.ntk-stores per Hermite degree: which degree stores where (every degree's rows of one
+    sweep); names: degree -> metric name (NTK_STORES_METRICS for the seed's regime)."""
     ntk = table[(table.method == "ntk") & (table.target == 1.0) & table.degree.notna()]
     for degree, rows in ntk.groupby("degree"):
-        if int(degree) not in NTK_STORES_METRICS:
+        if int(degree) not in names:
             _missing_names("NTK degree", degree)
             continue
         per_f = rows.groupby("F").stored.mean()
-        metrics.add(NTK_STORES_METRICS[int(degree)], rows.stored.mean(),
+        metrics.add(names[int(degree)], rows.stored.mean(),
                     f"fraction of (F, seed) stored at 100% by the degree-{int(degree)} NTK MLP (ReLU gate) within "
-                    f"{params['search']['ntk_max_width']} units, d = {int(rows.d.iloc[0])}; per F: "
+                    f"{params['search']['ntk_max_width']} units, d = {int(rows.d.iloc[0])}{note}; per F: "
                     + ", ".join(f"{int(f)}: {v:.2g}" for f, v in per_f.items()))
 
 
@@ -310,6 +352,15 @@ def _ustar_gain_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
                 "the same ratio on spherical values (kappa = 1), where both store")
     metrics.add("ustar_stores_where_ntk_fails", int(kinds.get("lower", 0)),
                 f"(kappa > 1, F) stored by NTK + U* but not by the NTK, of {len(anisotropic)} with a gain")
+    ratios = ustar_capacity_ratios(table)
+    anisotropic_ratios = ratios[ratios.kappa > 1]
+    if len(anisotropic_ratios):
+        listing = ", ".join(f"kappa {r.kappa:g}: F {r.F_ustar:.0f} / {r.F_ntk} at W = {r.W:.3g} ({r.kind})"
+                            for r in anisotropic_ratios.itertuples())
+        metrics.add("ustar_capacity_ratio_median", anisotropic_ratios.ratio.median(),
+                    "median over kappa > 1 of the U* gain as a capacity ratio at fixed W: F(ntk_ustar) / F(ntk) at the "
+                    "NTK's W for the largest F it stores, F(ntk_ustar) on its log-log W(F) line (reported beside "
+                    f"ustar_gain_median, a parameter ratio at fixed F): {listing}")
 
 
 def _robust_metrics(main: pd.DataFrame, main_facts: list[int], setting: str, metrics: MetricsTable) -> None:
