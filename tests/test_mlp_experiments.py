@@ -289,7 +289,8 @@ def run_study(section: dict, folder, embeddings=None) -> dict[str, pd.DataFrame]
                  {"table": tables[f"whitening_a{alpha:g}"]})
     summary_params = {"bits_per_parameter_assumed": section["bits_per_parameter_assumed"], "main_target": section["main_target"],
                       "ntk_degrees": section["ntk_degrees"], "search": section["search"],
-                      "anisotropy_facts": section["anisotropy"]["n_facts"]}
+                      "anisotropy_facts": section["anisotropy"]["n_facts"],
+                      "break_width_budget": section["anisotropy"]["break_width_budget"]}
     outputs = {name: str(folder / f"{name}.csv") for name in ("results", "fits", "metrics")}
     run_step("mlp_summary.summary", summary_params, tables, outputs)
     figure_params = summary_params | {key: section[key] for key in ("capacity", "anisotropy", "whitening")}

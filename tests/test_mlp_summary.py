@@ -108,6 +108,24 @@ def gain_rows(exact: dict[float, float], ustar_only: dict[float, float], cap: fl
     return rows
 
 
+def test_the_break_at_a_fixed_budget_sees_a_cost_that_grows_inside_the_width_cap():
+    """The NTK stores at every kappa within its cap, its cost 1x, 1.5x, 3x, 4x of kappa = 1: the
+    cap-based break is NaN (a FAIL), the 2x-budget break is kappa = 100."""
+    rows = []
+    for r in range(3):
+        for kappa, factor in ((1.0, 1.0), (10.0, 1.5), (100.0, 3.0), (1000.0, 4.0)):
+            rows += [row("ntk", 512, kappa, r, 1000 * factor, degree=2.0), row("ntk_ustar", 512, kappa, r, 800 * factor, degree=2.0)]
+    frame = anisotropy_frame(rows, [512])
+    assert math.isnan(value(frame, "ntk_break_kappa")) and value(frame, "ntk_break_kappa_budget") == 100.0
+    assert value(frame, "ntk_ustar_break_kappa_budget") == 100.0
+    assert verdict("S0.ntk-anisotropy-breaks", frame) == "PASS"
+    steady = [r | {"n_params": 1000.0} if r["method"] == "ntk" else r for r in rows]  # the NTK's cost flat
+    assert math.isnan(value(anisotropy_frame(steady, [512]), "ntk_break_kappa_budget"))
+    assert verdict("S0.ntk-anisotropy-breaks", anisotropy_frame(steady, [512])) == "FAIL"
+    unstored = mlp_summary.budget_break_kappa(tidy_table([row("ntk", 512, 1.0, 0, None), row("ntk", 512, 10.0, 0, 900)]), 2.0)
+    assert all(math.isnan(x) for x in unstored)  # no budget without a kappa = 1 cost
+
+
 def test_ustar_capacity_ratio_reads_the_ustar_line_at_the_ntks_budget():
     """NTK + U* costs W = F^1.5 / 10; the NTK stores F = 256 at 2x that cost (kappa = 10) or at the
     same cost (kappa = 1): at the NTK's budget U* stores 2^(1/1.5) x (or 1x) as many facts."""

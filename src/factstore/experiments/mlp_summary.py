@@ -36,6 +36,8 @@ NTK_STORES_METRICS_CAPACITY_SWEEP = {1: "ntk_stores_fraction_degree1_capacity_sw
 # NTK method -> names of its break kappa and of its stored fraction at kappa = 1.
 BREAK_METRICS = {"ntk": ("ntk_break_kappa", "ntk_stored_fraction_kappa1"),
                  "ntk_ustar": ("ntk_ustar_break_kappa", "ntk_ustar_stored_fraction_kappa1")}
+# NTK method -> name of its break kappa at a fixed parameter budget (a multiple of its kappa = 1 cost).
+BUDGET_BREAK_METRICS = {"ntk": "ntk_break_kappa_budget", "ntk_ustar": "ntk_ustar_break_kappa_budget"}
 # method -> names of its stored fraction and cost ratio across the kappa sweep (S0.others-robust).
 ROBUST_METRICS = {
     "gd_gated": ("robust_stored_fraction_gd_gated", "robust_cost_ratio_gd_gated"),
@@ -143,7 +145,8 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     measured = results[results.stored & results.n_params.notna()]
     if len(measured):
         _information_bound_metrics(measured, bits_assumed, metrics)
-    anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics)
+    anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics,
+                       params["break_width_budget"])
     _whitening_metrics(best_degree_rows(whitening_table), metrics)
     return {"results": results, "fits": fits, "metrics": metrics.frame()}
 
@@ -287,11 +290,28 @@ def _ntk_degree_metrics(table: pd.DataFrame, params: dict, metrics: MetricsTable
                     + ", ".join(f"{int(f)}: {v:.2g}" for f, v in per_f.items()))
 
 
-def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: MetricsTable) -> None:
+def budget_break_kappa(rows: pd.DataFrame, budget_multiple: float) -> tuple[float, float]:
+    """(break kappa, budget W) of one method at one F: the smallest kappa where at most half the
+    seeds store within budget_multiple x the seed-mean W at kappa = 1 (a fixed parameter budget,
+    so a cost that grows 3x over the sweep shows as a break, which a generous width cap hides);
+    NaN break when it stays within budget up to the top of the sweep, NaN budget (and break) when
+    kappa = 1 does not store in every seed."""
+    isotropic = rows[rows.kappa == 1.0]
+    if isotropic.empty or not isotropic.stored.all():
+        return math.nan, math.nan
+    budget = budget_multiple * float(isotropic.n_params.mean())
+    within = (rows.stored & (rows.n_params <= budget)).groupby(rows.kappa).mean()
+    failing = within[within <= 0.5]
+    return (float(failing.index.min()) if len(failing) else math.nan), budget
+
+
+def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: MetricsTable,
+                       budget_multiple: float = 2.0) -> None:
     """Every metric of the kappa sweep (the best NTK degree per setting already chosen).
 
     main_facts: the F at which every method runs (the others are NTK-only sizes). The break and
-    the rho Spearman read the largest of them; robustness reads all of them.
+    the rho Spearman read the largest of them; robustness reads all of them. budget_multiple: the
+    fixed parameter budget of the break, a multiple of the kappa = 1 cost (budget_break_kappa).
     """
     if table.empty:
         return
@@ -314,6 +334,11 @@ def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: Metr
                     f"NaN: stores up to the top of the sweep); F = {break_facts}, {setting}")
         metrics.add(kappa1_name, per_kappa.get(1.0, math.nan),
                     f"fraction of seeds stored by {METHODS[method].label} at kappa = 1; F = {break_facts}")
+        kappa, budget = budget_break_kappa(rows, budget_multiple)
+        metrics.add(BUDGET_BREAK_METRICS[method], kappa,
+                    f"smallest kappa where {METHODS[method].label} stores within a fixed budget of {budget_multiple:g} x its "
+                    f"kappa = 1 cost (W <= {budget:.4g}) in at most half the seeds (NaN: within budget up to the top of the "
+                    f"sweep, or kappa = 1 not stored); F = {break_facts}, {setting}")
     if "ntk" in set(at_break.method):
         best = at_break[at_break.method == "ntk"].groupby("kappa").best_accuracy.mean()
         metrics.add("ntk_best_accuracy_max_kappa", best.iloc[-1],
