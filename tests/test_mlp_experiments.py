@@ -278,6 +278,8 @@ def run_study(section: dict, folder, embeddings=None) -> dict[str, pd.DataFrame]
         tables[f"regime_{method}"] = str(folder / f"regime_{method}.csv")
         regime = {k: v for k, v in section["ntk_regime"].items() if k != "methods"}
         run_step("mlp.ntk_regime", shared | {"method": method, "ntk_regime": regime}, {}, {"table": tables[f"regime_{method}"]})
+    tables["robust_regime"] = str(folder / "robust_regime.csv")
+    run_step("mlp.robust_regime", shared | {"robust_regime": section["robust_regime"]}, {}, {"table": tables["robust_regime"]})
     for kappa in section["anisotropy"]["kappas"]:
         tables[f"anisotropy_k{kappa:g}"] = str(folder / f"anisotropy_{kappa:g}.csv")
         anisotropy = {k: v for k, v in section["anisotropy"].items() if k != "kappas"}
@@ -321,7 +323,7 @@ def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(tmp_path):
     measured = results[results.stored]
     ratios = measured.n_params / scaling.information_bound(measured.F.to_numpy(), section["bits_per_parameter_assumed"])
     assert metrics["info_bound_min_ratio"] == pytest.approx(ratios.min())
-    assert set(results.experiment) == {"capacity", "ntk_regime", "anisotropy", "whitening"}
+    assert set(results.experiment) == {"capacity", "ntk_regime", "robust_regime", "anisotropy", "whitening"}
     assert set(results[results.experiment == "ntk_regime"].d) == {section["ntk_regime"]["d"]}
     fits = tables["fits"]
     assert set(fits.method) == set(section["capacity"]["methods"])

@@ -222,8 +222,24 @@ def robust_rows(facts: list[int], gd_ratio: float = 1.5, ed_code_sizes: tuple[in
     (robust_rows([256, 512], ed_code_sizes=(24, 30)), "FAIL"),
 ])
 def test_robust_verdict_flips_with_cost_ratio_number_of_f_and_code_size_headroom(rows, expected):
-    frame = anisotropy_frame(rows, sorted({r["F"] for r in rows}))
-    assert verdict("S0.others-robust", frame) == expected
+    assert verdict("S0.others-robust", robust_frame(rows)) == expected
+
+
+def robust_frame(rows: list[dict]) -> pd.DataFrame:
+    """The anisotropy sweep's metrics (GD's checks) and the encoder-decoder's rows again as the
+    d = 128 sweep (robust_regime: its checks), in one metrics table."""
+    metrics = MetricsTable()
+    mlp_summary._robust_regime_metrics(tidy_table([r | {"experiment": "robust_regime"} for r in rows
+                                                   if r["method"] == "ed_gated"]), metrics)
+    return pd.concat([anisotropy_frame(rows, sorted({r["F"] for r in rows})), metrics.frame()], ignore_index=True)
+
+
+def test_the_encoder_decoder_is_checked_on_its_d128_sweep():
+    frame = robust_frame(robust_rows([256, 512]))
+    assert value(frame, "robust_regime_n_facts") == 2
+    assert value(frame, "robust_regime_cost_ratio_ed_gated") == pytest.approx(value(frame, "robust_cost_ratio_ed_gated"))
+    # the d = 32 sweep alone no longer decides the encoder-decoder's checks
+    assert verdict("S0.others-robust", anisotropy_frame(robust_rows([256, 512]), [256, 512])) == "NOT RUN"
 
 
 def test_robust_cost_ratio_is_the_worst_over_f_and_a_failure_is_infinite():

@@ -80,6 +80,23 @@ rule mlp_ntk_regime:
         STEP
 
 
+rule mlp_robust_regime:
+    """The encoder-decoder's kappa sweep at the seed's d = 128 (S0.others-robust); closed forms."""
+    output:
+        table="results/mlp/robust_regime.csv",
+    input:
+        code=step_code("mlp"),
+    params:
+        step="mlp.robust_regime",
+        json=as_json(MLP_SHARED, robust_regime=MLP["robust_regime"]),
+        io=runner_io,
+    threads: config["threads"]
+    log:
+        "logs/mlp/robust_regime.log",
+    shell:
+        STEP
+
+
 rule mlp_anisotropy:
     output:
         table="results/mlp/anisotropy/kappa{kappa}.csv",
@@ -128,6 +145,7 @@ rule mlp_whitening:
 # Named inputs of the summary: one table per capacity method, per kappa, per alpha.
 MLP_TABLES = (
     named_outputs(rules.mlp_capacity.output.table, {f"capacity_{m}": {"method": m} for m in MLP["capacity"]["methods"]})
+    | {"robust_regime": rules.mlp_robust_regime.output.table}
     | named_outputs(rules.mlp_ntk_regime.output.table, {f"regime_{m}": {"method": m} for m in MLP["ntk_regime"]["methods"]})
     | named_outputs(rules.mlp_anisotropy.output.table, {f"anisotropy_k{k:g}": {"kappa": f"{k:g}"} for k in MLP["anisotropy"]["kappas"]})
     | named_outputs(rules.mlp_whitening.output.table, {f"whitening_a{a:g}": {"alpha": f"{a:g}"} for a in MLP["whitening"]["alphas"]})

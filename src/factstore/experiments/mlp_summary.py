@@ -46,6 +46,11 @@ ROBUST_METRICS = {
     "ed_plain": ("robust_stored_fraction_ed_plain", "robust_cost_ratio_ed_plain"),
     "ed_gated_v": ("robust_stored_fraction_ed_gated_v", "robust_cost_ratio_ed_gated_v"),
 }
+# method -> names of its stored fraction and cost ratio across the d = 128 kappa sweep (robust_regime).
+ROBUST_REGIME_METRICS = {
+    "ed_gated": ("robust_regime_stored_fraction_ed_gated", "robust_regime_cost_ratio_ed_gated"),
+    "ed_plain": ("robust_regime_stored_fraction_ed_plain", "robust_regime_cost_ratio_ed_plain"),
+}
 # (method, target) -> names of C, b and the log-log exponent of the fit W = C F (log2 F + b).
 FIT_METRICS = {
     ("ed_gated", 0.99): ("fit_C_ed_gated_t0.99", "fit_b_ed_gated_t0.99", "exponent_ed_gated_t0.99"),
@@ -119,8 +124,8 @@ def fits_table(capacity_table: pd.DataFrame) -> pd.DataFrame:
 def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Combined tables, fits and the metrics config/claims.yaml checks.
 
-    inputs: capacity_<method>, regime_<method> (the NTK at the seed's d = 128), anisotropy_k<kappa>,
-    whitening_a<alpha> tables. params:
+    inputs: capacity_<method>, regime_<method> (the NTK at the seed's d = 128), robust_regime (the
+    encoder-decoder's kappa sweep at d = 128), anisotropy_k<kappa>, whitening_a<alpha> tables. params:
     bits_per_parameter_assumed, main_target (the project's standalone storage target; the seed's
     99% is fact-adaptive accuracy inside a Transformer), ntk_degrees, search, anisotropy_facts
     (the F every method runs at in the anisotropy sweep).
@@ -130,9 +135,10 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     """
     capacity_all = concat_tables(inputs, "capacity_", tidy_table([]))
     regime_table = concat_tables(inputs, "regime_", tidy_table([]))
+    robust_table = concat_tables(inputs, "robust_", tidy_table([]))
     anisotropy_table = concat_tables(inputs, "anisotropy_", tidy_table([]))
     whitening_table = concat_tables(inputs, "whitening_", tidy_table([]))
-    results = pd.concat([capacity_all, regime_table, anisotropy_table, whitening_table], ignore_index=True)
+    results = pd.concat([capacity_all, regime_table, robust_table, anisotropy_table, whitening_table], ignore_index=True)
     capacity_table = best_degree_rows(capacity_all)
     fits = fits_table(capacity_table)
     metrics = MetricsTable()
@@ -147,6 +153,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         _information_bound_metrics(measured, bits_assumed, metrics)
     anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics,
                        params["break_width_budget"])
+    _robust_regime_metrics(robust_table, metrics)
     _whitening_metrics(best_degree_rows(whitening_table), metrics)
     return {"results": results, "fits": fits, "metrics": metrics.frame()}
 
@@ -389,29 +396,61 @@ def _ustar_gain_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
 
 
 def _robust_metrics(main: pd.DataFrame, main_facts: list[int], setting: str, metrics: MetricsTable) -> None:
-    """S0.others-robust: stored fraction and cost ratio W(kappa) / W(1) at every F of main_facts."""
-    means = seed_means(main, ["method", "F", "kappa"])
+    """S0.others-robust at the anisotropy sweep's d: stored fraction and cost ratio W(kappa) / W(1)
+    at every F of main_facts (GD's are checked; the encoder-decoder's are checked at d = 128,
+    _robust_regime_metrics, and reported here)."""
     ran = [f for f in main_facts if {"gd_gated", "ed_gated"} <= set(main[main.F == f].method)]
     metrics.add("robust_n_facts", len(ran), f"number of F at which both GD and the encoder-decoder ran the sweep: {ran}")
-    for method, (fraction_name, cost_name) in ROBUST_METRICS.items():
+    _cost_ratio_metrics(main, ROBUST_METRICS, setting, metrics)
+    ceiling = encoder_decoder_ceiling(main)
+    if not math.isnan(ceiling):
+        metrics.add("robust_cost_ceiling_ed_gated", ceiling,
+                    f"min over F of W(m = d = {int(main.d.iloc[0])}) / W(kappa = 1): the largest cost ratio the gated "
+                    "encoder-decoder can show (its code size m <= d; a value set needing more shows as not stored)")
+
+
+def _robust_regime_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
+    """S0.others-robust for the encoder-decoder in the seed's regime (the robust_regime sweep, d = 128)."""
+    if table.empty:
+        return
+    d = int(table.d.iloc[0])
+    facts = sorted(int(f) for f in table[table.method == "ed_gated"].F.unique())
+    setting = (f"d = {d}, F in {facts}, target {table.target.iloc[0]:g}, "
+               f"kappa in {[float(k) for k in sorted(table.kappa.unique())]}")
+    metrics.add("robust_regime_n_facts", len(facts), f"number of F at which the gated encoder-decoder ran the d = {d} sweep")
+    _cost_ratio_metrics(table, ROBUST_REGIME_METRICS, setting, metrics)
+    metrics.add("robust_regime_cost_ceiling_ed_gated", encoder_decoder_ceiling(table),
+                f"min over F of W(m = d = {d}) / W(kappa = 1): the largest cost ratio the gated encoder-decoder can show "
+                "at this d (NaN: it did not store kappa = 1)")
+
+
+def _cost_ratio_metrics(table: pd.DataFrame, names: dict[str, tuple[str, str]], setting: str,
+                        metrics: MetricsTable) -> None:
+    """Per method of `names`: the fraction of (F, kappa, seed) stored and the largest cost ratio
+    W(kappa) / W(kappa = 1) of the seed means over F and kappa (inf if some (F, kappa) failed)."""
+    means = seed_means(table, ["method", "F", "kappa"])
+    for method, (fraction_name, cost_name) in names.items():
         rows = means[means.method == method]
         if rows.empty:
             continue
-        metrics.add(fraction_name, main[main.method == method].stored.mean(), f"fraction of (F, kappa, seed) stored; {setting}")
+        metrics.add(fraction_name, table[table.method == method].stored.mean(), f"fraction of (F, kappa, seed) stored; {setting}")
         ratios = []
-        for n_facts, group in rows.groupby("F"):
+        for _, group in rows.groupby("F"):
             by = group.set_index("kappa").n_params
             ratios.append((by / by.get(1.0, math.nan)).max() if group.stored.all() else math.inf)
         metrics.add(cost_name, max(ratios), "max over F and kappa of mean W(kappa) / W(kappa = 1) at that F "
-                                            "(inf if some (F, kappa) failed in a seed)")
-    # The code size m <= d caps the encoder-decoder's cost: W(kappa) / W(1) <= W(m = d) / W(1).
+                                            f"(inf if some (F, kappa) failed in a seed); {setting}")
+
+
+def encoder_decoder_ceiling(table: pd.DataFrame) -> float:
+    """min over F of W(m = d) / W(kappa = 1) of the gated encoder-decoder: the code size m <= d caps
+    its cost ratio W(kappa) / W(1) at this (NaN where kappa = 1 did not store)."""
+    means = seed_means(table, ["method", "F", "kappa"])
     ed = means[(means.method == "ed_gated") & (means.kappa == 1.0) & means.stored]
-    if len(ed):
-        d = int(main.d.iloc[0])
-        ceiling = min(gated_parameter_count(int(r.F), d, d, d) / r.n_params for r in ed.itertuples())
-        metrics.add("robust_cost_ceiling_ed_gated", ceiling,
-                    f"min over F of W(m = d = {d}) / W(kappa = 1): the largest cost ratio the gated encoder-decoder can show "
-                    "(its code size m <= d; a value set needing more shows as not stored)")
+    if ed.empty:
+        return math.nan
+    d = int(table.d.iloc[0])
+    return min(gated_parameter_count(int(r.F), d, d, d) / r.n_params for r in ed.itertuples())
 
 
 def _rho_metrics(table: pd.DataFrame, d: int, setting: str, metrics: MetricsTable) -> None:
