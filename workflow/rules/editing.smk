@@ -2,8 +2,9 @@
 # (SPEC S0 "Language modelling and fact editing").
 #
 # One training job (facts, tokenizer, fact expert, the language model), one editing job per
-# edit fraction (MLP swap, ROME, MEMIT, AlphaEdit on the same facts, each baseline tuned on a
-# validation block), a summary with the method x edit-fraction table, and ONE figure rule.
+# edit fraction (MLP swap, ROME, MEMIT, AlphaEdit on the same disjoint test blocks, each baseline
+# tuned on a validation block), a summary with the method x edit-fraction table and the margins'
+# bootstrap intervals over facts, and ONE figure rule.
 
 EDITING = config["editing"]
 # Settings the training and the editing jobs share (the edit jobs rebuild the expert to swap it).
@@ -40,6 +41,7 @@ rule editing_train:
 rule editing_edit:
     output:
         edits="results/editing/edits_f{fraction}.csv",
+        facts="results/editing/facts_f{fraction}.csv",
         grid="results/editing/grid_f{fraction}.csv",
     wildcard_constraints:
         fraction=r"0\.[0-9]+",
@@ -49,7 +51,7 @@ rule editing_edit:
     params:
         step="editing.edit",
         json=lambda w: as_json(EDITING_SHARED, grid=EDITING["grid"], perplexity_sentences=EDITING["perplexity_sentences"],
-                               fraction=float(w.fraction)),
+                               min_edited_facts=EDITING["min_edited_facts"], fraction=float(w.fraction)),
         io=runner_io,
     threads: config["threads"]
     resources:
@@ -61,6 +63,7 @@ rule editing_edit:
 
 
 EDITING_EDITS = named_outputs(rules.editing_edit.output.edits, {f"edits_{f:g}".replace(".", "_"): {"fraction": f"{f:g}"} for f in EDITING["fractions"]})
+EDITING_FACTS = named_outputs(rules.editing_edit.output.facts, {f"facts_{f:g}".replace(".", "_"): {"fraction": f"{f:g}"} for f in EDITING["fractions"]})
 EDITING_GRIDS = named_outputs(rules.editing_edit.output.grid, {f"grid_{f:g}".replace(".", "_"): {"fraction": f"{f:g}"} for f in EDITING["fractions"]})
 
 
@@ -71,12 +74,13 @@ rule editing_summary:
         metrics="results/editing/metrics.csv",
     input:
         **EDITING_EDITS,
+        **EDITING_FACTS,
         recall=rules.editing_train.output.recall,
         language_model=rules.editing_train.output.language_model,
         code=step_code("editing"),
     params:
         step="editing.summary",
-        json=as_json({}),
+        json=as_json({"seed": EDITING["seed"]}),
         io=runner_io,
     log:
         "logs/editing/summary.log",

@@ -12,6 +12,7 @@ MLP_SUMMARY_PARAMS = {
     "ntk_degrees": MLP["ntk_degrees"],
     "search": MLP["search"],
     "anisotropy_facts": MLP["anisotropy"]["n_facts"],
+    "break_width_budget": MLP["anisotropy"]["break_width_budget"],
 }
 
 
@@ -56,6 +57,42 @@ rule mlp_capacity:
         gpu=lambda w: int(w.method.startswith("gd")),  # GD trains on the GPU; constructions stay on the CPU
     log:
         "logs/mlp/capacity_{method}.log",
+    shell:
+        STEP
+
+
+rule mlp_ntk_regime:
+    """The NTK's capacity at the seed's d = 128 (S0.ntk-stores); the one-pass unit-prefix search."""
+    output:
+        table="results/mlp/ntk_regime/{method}.csv",
+    wildcard_constraints:
+        method=r"ntk[a-z_]*",
+    input:
+        code=step_code("mlp"),
+    params:
+        step="mlp.ntk_regime",
+        json=lambda w: as_json(MLP_SHARED, method=w.method, ntk_regime={k: v for k, v in MLP["ntk_regime"].items() if k != "methods"}),
+        io=runner_io,
+    threads: config["threads"]
+    log:
+        "logs/mlp/ntk_regime_{method}.log",
+    shell:
+        STEP
+
+
+rule mlp_robust_regime:
+    """The encoder-decoder's kappa sweep at the seed's d = 128 (S0.others-robust); closed forms."""
+    output:
+        table="results/mlp/robust_regime.csv",
+    input:
+        code=step_code("mlp"),
+    params:
+        step="mlp.robust_regime",
+        json=as_json(MLP_SHARED, robust_regime=MLP["robust_regime"]),
+        io=runner_io,
+    threads: config["threads"]
+    log:
+        "logs/mlp/robust_regime.log",
     shell:
         STEP
 
@@ -108,6 +145,8 @@ rule mlp_whitening:
 # Named inputs of the summary: one table per capacity method, per kappa, per alpha.
 MLP_TABLES = (
     named_outputs(rules.mlp_capacity.output.table, {f"capacity_{m}": {"method": m} for m in MLP["capacity"]["methods"]})
+    | {"robust_regime": rules.mlp_robust_regime.output.table}
+    | named_outputs(rules.mlp_ntk_regime.output.table, {f"regime_{m}": {"method": m} for m in MLP["ntk_regime"]["methods"]})
     | named_outputs(rules.mlp_anisotropy.output.table, {f"anisotropy_k{k:g}": {"kappa": f"{k:g}"} for k in MLP["anisotropy"]["kappas"]})
     | named_outputs(rules.mlp_whitening.output.table, {f"whitening_a{a:g}": {"alpha": f"{a:g}"} for a in MLP["whitening"]["alphas"]})
 )

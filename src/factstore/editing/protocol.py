@@ -16,15 +16,27 @@ on the fact expert's output projection W (the "edit layer"), with
   answer position (ROME's "v*" optimisation; one independent shift per edited fact, optimised
   in one batch), optionally capped relative to the current output (`clamp_residuals`).
 
-Scores (the standard names; the seed's summary swaps efficacy and specificity, SPEC S0):
-efficacy = recall of the NEW authors of edited facts on the edit template; paraphrase = the same
-on the held-out templates (never seen in training); specificity = recall of unedited facts on
-the seen templates; score = harmonic mean of the three; perplexity_ratio (r_NF) = perplexity of
-the template words after / before the edit, on a fixed random sample of the sentences.
+Every fact's edit sentence is a seen template drawn at random per fact (`edit_templates`), the
+follow-up code's protocol; the editors are given that sentence only.
+
+Scores (the standard names; the seed's summary swaps efficacy and specificity, SPEC S0), first
+per fact (`fact_outcomes`), then averaged (`summarise_outcomes`): efficacy = recall of the NEW
+author of an edited fact on its edit sentence; paraphrase = the same through the other SEEN
+templates (the follow-up code's paraphrase: rephrasings the model was trained on, so it measures
+whether the edit reached the fact, not whether the model generalises to new wording);
+unseen_template = the same through the held-out templates, never trained on (reported apart:
+the unedited model's own recall there is well below 1); specificity = recall of unedited facts
+through the seen templates; score = harmonic mean of efficacy, paraphrase and specificity;
+perplexity_ratio (r_NF) = perplexity of the template words after / before the edit, on a fixed
+random sample of the sentences.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+import pandas as pd
 import torch
 from scipy.stats import hmean
 from torch import Tensor, nn
@@ -36,16 +48,39 @@ from factstore.editing.training import answer_recall, evaluate, perplexity
 from factstore.training import check_finite
 
 
+def block_size(n_facts: int, fraction: float) -> int:
+    """How many facts one edit of `fraction` of n_facts changes: round(fraction * n_facts), at least 2
+    (a permutation without a fixed point needs two)."""
+    return max(2, round(fraction * n_facts))
+
+
 def edit_block(n_facts: int, fraction: float, generator: torch.Generator, exclude: Tensor | None = None) -> Tensor:
     """(n,) sorted indices of round(fraction * n_facts) facts (at least 2) drawn without replacement,
     none of them in `exclude` (e.g. the validation block)."""
     candidates = torch.arange(n_facts)
     if exclude is not None:
         candidates = candidates[~torch.isin(candidates, exclude)]
-    size = max(2, round(fraction * n_facts))
+    size = block_size(n_facts, fraction)
     if size > len(candidates):
         raise ValueError(f"cannot edit {size} of {len(candidates)} available facts (fraction {fraction})")
     return candidates[torch.randperm(len(candidates), generator=generator)[:size]].sort().values
+
+
+def disjoint_blocks(n_facts: int, fraction: float, min_facts: int, generator: torch.Generator,
+                    exclude: Tensor | None = None) -> list[Tensor]:
+    """Disjoint edit blocks of `edit_block`'s size (round(fraction * n_facts), at least 2), as many
+    as it takes to edit at least `min_facts` facts in all, none of them in `exclude`: each block is
+    one edit of `fraction` of the facts, and pooling the blocks gives every score enough facts."""
+    size = block_size(n_facts, fraction)
+    count = max(1, math.ceil(min_facts / size))
+    candidates = torch.arange(n_facts)
+    if exclude is not None:
+        candidates = candidates[~torch.isin(candidates, exclude)]
+    if count * size > len(candidates):
+        raise ValueError(f"{count} disjoint blocks of {size} facts (>= {min_facts} edited facts at fraction "
+                         f"{fraction}) need {count * size} facts, but only {len(candidates)} are available")
+    order = candidates[torch.randperm(len(candidates), generator=generator)]
+    return [order[number * size:(number + 1) * size].sort().values for number in range(count)]
 
 
 def permuted_authors(authors: Tensor, block: Tensor, generator: torch.Generator) -> Tensor:
@@ -111,26 +146,70 @@ def set_weight(layer: nn.Linear, weight: Tensor) -> None:
         layer.weight.copy_(weight.to(layer.weight.dtype))
 
 
-def score_edit(correct: Tensor, corpus: Corpus, edited: Tensor, edit_template: int, held_out: list[int],
-               perplexity_ratio: float) -> dict[str, float]:
-    """Efficacy, paraphrase, specificity, their harmonic mean `score` (0 when one of them is 0) and
-    `perplexity_ratio` from per-sentence outcomes. correct: (N,) bool, sentence n of `corpus` (every
-    fact, every template, the EDITED fact map) recalled its author; edited: (F,) bool, the facts
-    whose author changed."""
-    correct = correct.double()
-    on_edited = edited[corpus.facts]
-    held = torch.isin(corpus.templates, torch.tensor(held_out, dtype=corpus.templates.dtype))
-    scores = [float(correct[on_edited & (corpus.templates == edit_template)].mean()),
-              float(correct[on_edited & held].mean()),
-              float(correct[~on_edited & ~held].mean())]
-    return {"efficacy": scores[0], "paraphrase": scores[1], "specificity": scores[2],
-            "score": float(hmean(scores)) if min(scores) > 0 else 0.0, "perplexity_ratio": perplexity_ratio}
+def edit_templates(n_facts: int, seen: list[int], generator: torch.Generator) -> Tensor:
+    """(F,) int64: the edit sentence of every fact, a seen template drawn uniformly at random per
+    fact (the follow-up code shuffles each fact's sentences and edits through the first)."""
+    seen = torch.as_tensor(seen, dtype=torch.long)
+    return seen[torch.randint(len(seen), (n_facts,), generator=generator)]
 
 
-def edit_scores(model: FactLanguageModel, corpus: Corpus, edited: Tensor, edit_template: int,
-                held_out: list[int], text_sample: Corpus, perplexity_before: float) -> dict[str, float]:
-    """`score_edit` of `model` on `corpus` (recall at the answer positions only), with r_NF measured
-    on `text_sample` (a fixed sample of sentences: the template-word targets do not depend on the
-    fact map); perplexity_before: of the unedited model on the same sample."""
-    return score_edit(answer_recall(model, corpus), corpus, edited, edit_template, held_out,
-                      perplexity(evaluate(model, text_sample)) / perplexity_before)
+def edit_sentences(corpus: Corpus, templates: Tensor) -> Corpus:
+    """The sentences of `corpus` written through their fact's edit template; templates: (F,)."""
+    return corpus.subset(corpus.templates == templates[corpus.facts])
+
+
+def fact_outcomes(correct: Tensor, corpus: Corpus, edited: Tensor, templates: Tensor,
+                  held_out: list[int]) -> pd.DataFrame:
+    """Per fact, the recall of its (edited) author, one row per fact of `corpus`.
+
+    correct: (N,) bool, sentence n of `corpus` (the EDITED fact map) recalled its author;
+    edited: (F,) bool, the facts whose author changed; templates: (F,) each fact's edit sentence.
+    Columns: fact, edited, and (NaN where a column does not apply)
+    efficacy (edited facts: recall on the edit sentence), paraphrase (edited facts: mean recall
+    through the OTHER seen templates, the follow-up code's paraphrase), unseen_template (edited
+    facts: mean recall through the held-out templates, never trained on: generalisation to
+    unseen phrasing, reported apart), specificity (unedited facts: mean recall through the seen
+    templates) and unseen_specificity (unedited facts, held-out templates)."""
+    facts = corpus.facts.cpu()
+    held = torch.isin(corpus.templates.cpu(), torch.as_tensor(held_out, dtype=torch.long))
+    frame = pd.DataFrame({"fact": facts.numpy(), "correct": correct.cpu().double().numpy(),
+                          "kind": np.select([(corpus.templates.cpu() == templates[facts]).numpy(), held.numpy()],
+                                            ["edit", "unseen"], "seen_other")})
+    recall = frame.pivot_table(index="fact", columns="kind", values="correct", aggfunc="mean").reindex(
+        columns=["edit", "seen_other", "unseen"])
+    is_edited = edited.cpu().numpy()[recall.index.to_numpy()]
+    seen_mean = frame[frame.kind != "unseen"].groupby("fact").correct.mean()
+    return pd.DataFrame({
+        "fact": recall.index.to_numpy(), "edited": is_edited,
+        "efficacy": np.where(is_edited, recall["edit"], np.nan),
+        "paraphrase": np.where(is_edited, recall["seen_other"], np.nan),
+        "unseen_template": np.where(is_edited, recall["unseen"], np.nan),
+        "specificity": np.where(is_edited, np.nan, seen_mean.reindex(recall.index)),
+        "unseen_specificity": np.where(is_edited, np.nan, recall["unseen"]),
+    })
+
+
+SCORES = ("efficacy", "paraphrase", "specificity")
+"""The three scores whose harmonic mean is the edit's score (the claim's); unseen_template is reported."""
+
+
+def summarise_outcomes(outcomes: pd.DataFrame) -> dict[str, float]:
+    """Efficacy, paraphrase, unseen_template (means over the edited facts), specificity and
+    unseen_specificity (over the unedited facts) of `fact_outcomes` rows (one edit, or several
+    pooled), and `score`: the harmonic mean of efficacy, paraphrase, specificity (0 when one is 0)."""
+    means = {column: float(outcomes[column].mean()) for column in
+             ("efficacy", "paraphrase", "unseen_template", "specificity", "unseen_specificity")}
+    scores = [means[column] for column in SCORES]
+    return {**means, "score": float(hmean(scores)) if min(scores) > 0 else 0.0}
+
+
+def edit_outcomes(model: FactLanguageModel, corpus: Corpus, edited: Tensor, templates: Tensor,
+                  held_out: list[int]) -> pd.DataFrame:
+    """`fact_outcomes` of `model` on `corpus` (recall at the answer positions only)."""
+    return fact_outcomes(answer_recall(model, corpus), corpus, edited, templates, held_out)
+
+
+def perplexity_ratio(model: FactLanguageModel, text_sample: Corpus, perplexity_before: float) -> float:
+    """r_NF: the template-word perplexity of `model` on `text_sample` (a fixed sample of sentences;
+    template-word targets do not depend on the fact map) over the unedited model's, perplexity_before."""
+    return perplexity(evaluate(model, text_sample)) / perplexity_before

@@ -6,9 +6,9 @@ before it, so nothing may follow it (not even a full stop). The templates are wr
 project, in plain ASCII, with varied wording so that held-out paraphrases test whether a fact is
 stored independently of one phrasing.
 
-Template 0 is the edit template (`EDIT_TEMPLATE`): the editing study rewrites facts through it,
-and it is always among the seen (training) templates. The held-out paraphrases are the LAST
-templates of the tuple, so a split is deterministic and readable off the list.
+The editing study rewrites each fact through one seen template drawn at random per fact
+(factstore.editing.protocol.edit_templates). The held-out paraphrases are the LAST templates of
+the tuple, so a split is deterministic and readable off the list.
 """
 
 from __future__ import annotations
@@ -48,14 +48,10 @@ TEMPLATES: tuple[str, ...] = (
     "For {book}, the name on the cover is {author}",
 )
 
-EDIT_TEMPLATE = 0
-"""Index of the template through which facts are edited; always a seen (training) template."""
-
-
 def split_templates(n_held_out: int) -> tuple[list[int], list[int]]:
     """(seen, held_out) template indices: the last `n_held_out` templates are held out as
     paraphrases never trained on, the others are seen. n_held_out in [1, len(TEMPLATES) - 1], so
-    both parts are non-empty and EDIT_TEMPLATE (index 0) is seen."""
+    both parts are non-empty."""
     if isinstance(n_held_out, bool) or not isinstance(n_held_out, int) \
             or not 1 <= n_held_out <= len(TEMPLATES) - 1:
         raise ValueError(f"n_held_out must be an integer in [1, {len(TEMPLATES) - 1}], got {n_held_out!r}")

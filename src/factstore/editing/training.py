@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+from tqdm import tqdm
 from torch.nn import functional
 
 from factstore.editing.corpus import AUTHOR, NONE, TEXT, Corpus
@@ -68,7 +69,7 @@ def train_language_model(model: FactLanguageModel, corpus: Corpus, settings: Lan
     started, steps, stop, recall, loss_value = time.perf_counter(), 0, "max_epochs", 0.0, math.nan
     text_loss, previous_text_loss = math.nan, math.inf
     model.train()
-    for epoch in range(1, settings.max_epochs + 1):
+    for epoch in tqdm(range(1, settings.max_epochs + 1), desc="language model epochs", mininterval=5):
         order = torch.randperm(len(corpus.tokens), generator=generator).to(device)
         correct, text_nll, text_count = 0, 0.0, 0
         for rows in order.split(settings.batch_size):

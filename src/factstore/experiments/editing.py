@@ -21,18 +21,22 @@ import io
 from itertools import product
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor, nn
+from tqdm import tqdm
 
 from factstore.device import derived_generator
 from factstore.editing import editors
 from factstore.editing.corpus import Corpus, templated_corpus
+from factstore.editing.margins import Interval, mean_interval, mean_margin, score_margin
 from factstore.editing.model import FactLanguageModel
 from factstore.editing.protocol import (
-    clamp_residuals, edit_block, edit_scores, expert_keys, permuted_authors, set_weight, target_residuals,
+    clamp_residuals, disjoint_blocks, edit_block, edit_outcomes, edit_sentences, edit_templates, expert_keys,
+    permuted_authors, perplexity_ratio, set_weight, summarise_outcomes, target_residuals,
 )
-from factstore.editing.templates import EDIT_TEMPLATE, TEMPLATES, split_templates
+from factstore.editing.templates import TEMPLATES, split_templates
 from factstore.editing.training import LanguageTraining, evaluate, perplexity, train_language_model
 from factstore.editing.vocabulary import FactVocabulary, eligible_facts, fact_vocabulary, load_tokenizer
 from factstore.embeddings import model_directory
@@ -62,11 +66,17 @@ def expert_fact_set(embeddings: Tensor, vocabulary: FactVocabulary, authors: Ten
 
 def build_expert(fact_set: FactSet, params: dict, generator: torch.Generator, device) -> nn.Module:
     """The fact expert: method params['fact_expert']['method'] of the fact-storing-MLP library at
-    width (or code size) params['fact_expert']['width']; GD trains towards 100% on `device`."""
+    width (or code size) params['fact_expert']['width']. A trained method (GD) trains on `device`
+    past 100% accuracy until its loss is at most params['fact_expert']['min_loss'] (null: stop at
+    100%), as the follow-up code trains its expert to a loss cutoff."""
     expert = params["fact_expert"]
-    module, _ = get_method(expert["method"]).build_at(fact_set, expert["width"], generator,
-                                                      protocol=gd.Protocol.from_config(expert),
-                                                      degree=expert["ntk_degree"], device=device)
+    method = get_method(expert["method"])
+    protocol = gd.Protocol.from_config(expert)
+    if method.search == "trained":
+        module, _, _ = method.make(fact_set, expert["width"], generator, protocol=protocol, device=device,
+                                   min_loss=expert["min_loss"])
+    else:
+        module, _ = method.build_at(fact_set, expert["width"], generator, degree=expert["ntk_degree"])
     return module.cpu()
 
 
@@ -90,7 +100,6 @@ def per_template(measured: dict[str, Tensor], corpus: Corpus, held_out: list[int
     for template, text in enumerate(TEMPLATES):
         mask = corpus.templates == template
         rows.append({"template": template, "text": text, "held_out": template in held_out,
-                     "edit_template": template == EDIT_TEMPLATE,
                      "recall": float(measured["correct"][mask].double().mean()),
                      "fact_weight": float(measured["fact_weight"][mask].mean()),
                      "text_weight": float(measured["text_weight"][mask].mean()),
@@ -180,12 +189,14 @@ def baseline_settings(grid: dict) -> list[dict]:
 
 
 class Editor:
-    """One trained model, its edit layer, and the statistics every weight edit shares."""
+    """One trained model, its edit layer, every fact's edit sentence, and the statistics every
+    weight edit shares."""
 
     def __init__(self, saved: dict, params: dict) -> None:
         self.model, self.vocabulary = saved["model"], saved["vocabulary"]
         self.n_facts = len(saved["facts"])
         self.seen, self.held_out = split_templates(params["held_out_templates"])
+        self.templates = edit_templates(self.n_facts, self.seen, derived_generator(params["seed"], "edit templates"))
         self.target_steps = params["grid"]["target_steps"]
         self.layer = output_layer(self.model.fact_expert)
         self.original = self.layer.weight.detach().to("cpu", torch.float64).clone()
@@ -202,15 +213,18 @@ class Editor:
     def corpus(self, authors: Tensor) -> Corpus:
         return templated_corpus(self.vocabulary, authors, torch.arange(self.n_facts), range(len(TEMPLATES)))
 
-    def scores(self, authors: Tensor, block: Tensor) -> dict:
+    def scores(self, authors: Tensor, block: Tensor) -> tuple[dict, pd.DataFrame]:
+        """The current model's summary scores (r_NF included) and per-fact outcomes for the edit
+        of `block` to the fact map `authors`."""
         edited = torch.zeros(self.n_facts, dtype=torch.bool)
         edited[block] = True
-        return edit_scores(self.model, self.corpus(authors), edited, EDIT_TEMPLATE, self.held_out,
-                           self.text_sample, self.perplexity_before)
+        outcomes = edit_outcomes(self.model, self.corpus(authors), edited, self.templates, self.held_out)
+        return ({**summarise_outcomes(outcomes),
+                 "perplexity_ratio": perplexity_ratio(self.model, self.text_sample, self.perplexity_before)}, outcomes)
 
     def edit_inputs(self, authors: Tensor, block: Tensor, learning_rate: float) -> tuple[Tensor, Tensor]:
-        """Keys (n, h) and residuals (n, d) of the block's facts on the edit template."""
-        sentences = templated_corpus(self.vocabulary, authors, block, [EDIT_TEMPLATE])
+        """Keys (n, h) and residuals (n, d) of the block's facts on their edit sentences."""
+        sentences = edit_sentences(templated_corpus(self.vocabulary, authors, block, self.seen), self.templates)
         return (expert_keys(self.model, sentences, self.layer),
                 target_residuals(self.model, sentences, self.target_steps, learning_rate))
 
@@ -224,120 +238,193 @@ class Editor:
         projector, dimension = editors.null_space_projector(preserved, setting["threshold"])
         return editors.alphaedit_update(self.original, keys, residuals, projector), dimension
 
-    def run(self, setting: dict, authors: Tensor, block: Tensor, inputs: dict) -> dict:
-        """Apply one baseline setting, score it, restore the weight."""
+    def run(self, setting: dict, authors: Tensor, block: Tensor, inputs: dict) -> tuple[dict, pd.DataFrame]:
+        """Apply one baseline setting, score it, restore the weight: (scores, per-fact outcomes)."""
         keys, residuals = inputs[setting["target_learning_rate"]]
         residuals = clamp_residuals(residuals, keys @ self.original.T, setting.get("clamp"))
         weight, null_space = self.weight_edit(setting, keys, residuals, block)
         set_weight(self.layer, weight)
         try:
-            scores = self.scores(authors, block)
+            scores, outcomes = self.scores(authors, block)
         finally:
             set_weight(self.layer, self.original)
-        return {**scores, "null_space_dim": null_space}
+        return {**scores, "null_space_dim": null_space}, outcomes
+
+
+def chosen_setting(grid: pd.DataFrame, method: str) -> dict:
+    """The setting of `method` with the best validation score (its row's knobs, None where unset)."""
+    candidates = grid[grid["method"] == method]
+    best = candidates.loc[candidates["score"].idxmax()]
+    setting = {key: None if pd.isna(best[key]) else best[key]
+               for key in ("method", "target_learning_rate", "clamp", "ridge", "threshold") if key in best}
+    return {**setting, "validation_score": float(best["score"])}
 
 
 def edit(params: dict, inputs: dict[str, Path], context) -> dict:
-    """Outputs: `edits` (one row per method: the test block's scores with the chosen setting) and
-    `grid` (every baseline setting's scores on the validation block)."""
+    """Outputs: `edits` (one row per method and test block: the block's scores with the chosen
+    setting), `facts` (per-fact outcomes of every method on every test block) and `grid` (every
+    baseline setting's scores on the validation block)."""
     seed, fraction = params["seed"], params["fraction"]
     editor = Editor(load_trained(inputs["model"], context.device), params)
     validation = edit_block(editor.n_facts, fraction, derived_generator(seed, fraction, "validation"))
-    test = edit_block(editor.n_facts, fraction, derived_generator(seed, fraction, "test"), exclude=validation)
-    settings = baseline_settings(params["grid"])
+    blocks = disjoint_blocks(editor.n_facts, fraction, params["min_edited_facts"],
+                             derived_generator(seed, fraction, "test"), exclude=validation)
     rates = params["grid"]["target_learning_rate"]
 
     validation_authors = permuted_authors(editor.authors, validation, derived_generator(seed, fraction, "validation map"))
     validation_inputs = {rate: editor.edit_inputs(validation_authors, validation, rate) for rate in rates}
-    grid = pd.DataFrame([{**setting, **editor.run(setting, validation_authors, validation, validation_inputs)}
-                         for setting in settings])
+    grid = pd.DataFrame([{**setting, **editor.run(setting, validation_authors, validation, validation_inputs)[0]}
+                         for setting in tqdm(baseline_settings(params["grid"]), desc=f"validation grid at {fraction:g}",
+                                             mininterval=5)])
+    chosen = {method: chosen_setting(grid, method) for method in BASELINES}
 
-    test_authors = permuted_authors(editor.authors, test, derived_generator(seed, fraction, "test map"))
-    rows = [swap(editor, params, test_authors, test, context.device)]
-    for method in BASELINES:
-        candidates = grid[grid["method"] == method]
-        best = candidates.loc[candidates["score"].idxmax()]
-        setting = {key: None if pd.isna(best[key]) else best[key]
-                   for key in ("method", "target_learning_rate", "clamp", "ridge", "threshold") if key in best}
-        test_inputs = {setting["target_learning_rate"]: editor.edit_inputs(test_authors, test,
-                                                                           setting["target_learning_rate"])}
-        rows.append({**setting, **editor.run(setting, test_authors, test, test_inputs),
-                     "validation_score": float(best["score"])})
+    rows, outcomes = [], []
+    for number, block in enumerate(tqdm(blocks, desc=f"test blocks at {fraction:g}", mininterval=5)):
+        authors = permuted_authors(editor.authors, block, derived_generator(seed, fraction, number, "test map"))
+        results = [swap(editor, params, authors, block, derived_generator(seed, fraction, number, "swap"),
+                        context.device)]
+        for method in BASELINES:
+            setting = chosen[method]
+            rate = setting["target_learning_rate"]
+            row, facts = editor.run(setting, authors, block, {rate: editor.edit_inputs(authors, block, rate)})
+            results.append(({**setting, **row}, facts))
+        for row, facts in results:
+            rows.append({**row, "block": number, "edited_facts": len(block)})
+            outcomes.append(facts.assign(method=row["method"], block=number))
     edits = pd.DataFrame(rows)
     edits.insert(1, "fraction", fraction)
-    edits.insert(2, "edited_facts", len(test))
+    facts = pd.concat(outcomes, ignore_index=True)
+    facts.insert(0, "fraction", fraction)
     grid.insert(1, "fraction", fraction)
-    return {"edits": edits, "grid": grid}
+    return {"edits": edits, "facts": facts, "grid": grid}
 
 
-def swap(editor: Editor, params: dict, authors: Tensor, block: Tensor, device) -> dict:
+def swap(editor: Editor, params: dict, authors: Tensor, block: Tensor, generator: torch.Generator,
+         device) -> tuple[dict, pd.DataFrame]:
     """MLP swap: a new fact expert built the same way for the edited map, swapped in, scored."""
     embeddings = editor.model.embedding.weight.detach().cpu()
     fact_set = expert_fact_set(embeddings, editor.vocabulary, authors)
-    new_expert = build_expert(fact_set, params, derived_generator(params["seed"], params["fraction"], "swap"), device)
+    new_expert = build_expert(fact_set, params, generator, device)
     original = editor.model.fact_expert
     editor.model.swap_fact_expert(new_expert)
     try:
-        scores = editor.scores(authors, block)
+        scores, outcomes = editor.scores(authors, block)
     finally:
         editor.model.mixture.fact_expert = original
-    return {"method": "swap", **scores, "expert_standalone_accuracy": module_accuracy(new_expert, fact_set)}
+    return ({"method": "swap", **scores, "expert_standalone_accuracy": module_accuracy(new_expert, fact_set)}, outcomes)
 
 
 # ---------------------------------------------------------------------------------------------
 # summary
 # ---------------------------------------------------------------------------------------------
 
-SCORE_COLUMNS = ("efficacy", "paraphrase", "specificity", "score", "perplexity_ratio")
+SCORE_COLUMNS = ("efficacy", "paraphrase", "specificity", "score", "unseen_template", "perplexity_ratio")
+MEAN_COLUMNS = ("efficacy", "paraphrase", "unseen_template", "specificity", "unseen_specificity")
+"""Per-fact outcome columns, pooled over a fraction's test blocks by their mean over facts."""
 
 
-def markdown_table(edits: pd.DataFrame) -> str:
-    """The method x edit-fraction table of the scores, as Markdown."""
-    table = edits.pivot_table(index="method", columns="fraction", values=list(SCORE_COLUMNS))
-    lines = ["| method | edit fraction | " + " | ".join(SCORE_COLUMNS) + " |",
-             "|---|---|" + "---|" * len(SCORE_COLUMNS)]
-    for method in METHOD_ORDER:
-        for fraction in sorted(edits["fraction"].unique()):
-            values = [table.loc[method, (column, fraction)] for column in SCORE_COLUMNS]
-            lines.append(f"| {method} | {fraction:g} | " + " | ".join(f"{value:.3f}" for value in values) + " |")
+def method_table(edits: pd.DataFrame, facts: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """One row per (method, edit fraction), the fraction's test blocks pooled: the means over facts
+    of MEAN_COLUMNS with 95% bootstrap intervals (`<column>_low`, `<column>_high`), the harmonic
+    mean `score` of the pooled efficacy, paraphrase and specificity, r_NF (`perplexity_ratio`, mean
+    over blocks), the number of blocks and of edited facts, and the chosen setting."""
+    rows = []
+    for (fraction, method), group in facts.groupby(["fraction", "method"]):
+        block_rows = edits[(edits["fraction"] == fraction) & (edits["method"] == method)]
+        row = {"method": method, "fraction": fraction, "blocks": len(block_rows),
+               "edited_facts": int(block_rows["edited_facts"].sum()), **summarise_outcomes(group),
+               "perplexity_ratio": float(block_rows["perplexity_ratio"].mean())}
+        for column in MEAN_COLUMNS:
+            interval = mean_interval(group[column].dropna().to_numpy(), seed)
+            row |= {f"{column}_low": interval.low, f"{column}_high": interval.high}
+        first = block_rows.iloc[0]
+        row |= {key: first[key] for key in ("target_learning_rate", "clamp", "ridge", "threshold", "validation_score",
+                                            "expert_standalone_accuracy") if key in first}
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    order = table["method"].map(METHOD_ORDER.index)
+    return table.assign(order=order).sort_values(["fraction", "order"]).drop(columns="order").reset_index(drop=True)
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """The method x edit-fraction table of the scores (`method_table`), as Markdown."""
+    lines = ["| method | edit fraction | edited facts | " + " | ".join(SCORE_COLUMNS) + " |",
+             "|---|---|---|" + "---|" * len(SCORE_COLUMNS)]
+    for _, row in table.iterrows():
+        lines.append(f"| {row['method']} | {row['fraction']:g} | {int(row['edited_facts'])} | "
+                     + " | ".join(f"{row[column]:.3f}" for column in SCORE_COLUMNS) + " |")
     return "\n".join(lines) + "\n"
 
 
-def swap_margins(edits: pd.DataFrame) -> dict[str, float]:
-    """Per score: the smallest (swap - baseline) over edit fractions and baselines; for `score`
-    the smallest (swap - best baseline) over edit fractions."""
-    by = edits.set_index(["fraction", "method"])
-    margins = {}
-    for column in ("efficacy", "paraphrase", "specificity", "score"):
-        values = by[column].unstack("method")
-        margins[column] = float((values["swap"] - values[list(BASELINES)].max(axis=1)).min())
+def by_method(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """(n, M) the column's per-fact values, one row per (block, fact) with a value, the methods in
+    METHOD_ORDER (MLP swap first): the paired sample of the margins' bootstrap."""
+    return frame.pivot_table(index=["block", "fact"], columns="method", values=column)[list(METHOD_ORDER)].to_numpy()
+
+
+def fraction_margins(facts: pd.DataFrame, seed: int) -> dict[str, Interval]:
+    """At one edit fraction (its test blocks pooled): swap - best baseline on efficacy, paraphrase,
+    unseen_template, specificity (means over facts) and the harmonic-mean score, each with its
+    bootstrap interval over facts."""
+    edited, unedited = facts[facts["edited"].astype(bool)], facts[~facts["edited"].astype(bool)]
+    margins = {column: mean_margin(by_method(edited, column), seed)
+               for column in ("efficacy", "paraphrase", "unseen_template")}
+    margins["specificity"] = mean_margin(by_method(unedited, "specificity"), seed)
+    margins["score"] = score_margin(np.stack([by_method(edited, "efficacy"), by_method(edited, "paraphrase")], axis=1),
+                                    by_method(unedited, "specificity"), seed)
     return margins
+
+
+def add_margin(metrics: MetricsTable, name: str, per_fraction: dict[float, Interval], what: str) -> None:
+    """The smallest margin over the edit fractions (its standard error the bootstrap's at that
+    fraction), every fraction's with its 95% interval in the detail."""
+    fraction = min(per_fraction, key=lambda key: per_fraction[key].value)
+    worst = per_fraction[fraction]
+    each = "; ".join(f"{100 * key:g}%: {interval.describe()}" for key, interval in sorted(per_fraction.items()))
+    metrics.add(name, worst.value, standard_error=worst.standard_error,
+                detail=f"min over edit fractions (at {100 * fraction:g}%) of swap - best baseline, {what}; "
+                       f"per fraction with 95% bootstrap intervals over facts: {each}")
 
 
 def summary(params: dict, inputs: dict[str, Path], context) -> dict:
     """Outputs: `table` (CSV), `table_markdown` and `metrics` (the claims')."""
+    seed = params["seed"]
     language_model = read_table(inputs["language_model"]).iloc[0]
     recall = read_table(inputs["recall"])
-    edits = concat_tables(inputs, "edits_")
+    edits, facts = concat_tables(inputs, "edits_"), concat_tables(inputs, "facts_")
     metrics = MetricsTable()
     seen = recall[~recall["held_out"]]
     metrics.add("lm_recall_seen", float(seen["recall"].mean()),
                 detail=f"mean over the {len(seen)} seen templates; worst {seen['recall'].min():.3f}")
     metrics.add("lm_recall_held_out", float(recall[recall["held_out"]]["recall"].mean()),
-                detail="held-out paraphrase templates, never seen in training (reported)")
+                detail="held-out paraphrase templates, never seen in training: unseen-template generalisation (reported)")
     metrics.add("router_weight_gap", float(language_model["fact_weight"] - language_model["text_weight"]),
                 detail=f"router weight on the fact expert at answer positions {language_model['fact_weight']:.3f}"
                         f" minus at template-word positions {language_model['text_weight']:.3f}")
     metrics.add("fact_expert_standalone_accuracy", float(language_model["expert_standalone_accuracy"]),
                 detail="the frozen fact expert alone, decoding over the whole vocabulary")
-    margins = swap_margins(edits)
-    metrics.add("swap_efficacy_margin", margins["efficacy"], detail="min over edit fractions of swap - best baseline")
-    metrics.add("swap_paraphrase_margin", margins["paraphrase"],
-                detail="min over edit fractions of swap - best baseline")
-    metrics.add("swap_specificity_margin", margins["specificity"],
-                detail="min over edit fractions of swap - best baseline")
-    metrics.add("swap_score_margin", margins["score"],
-                detail="min over edit fractions of swap - best baseline on the harmonic mean")
-    ordered = edits.assign(order=edits["method"].map(METHOD_ORDER.index)).sort_values(["fraction", "order"])
-    return {"table": ordered.drop(columns="order").reset_index(drop=True), "table_markdown": markdown_table(edits),
-            "metrics": metrics.frame()}
+    margins = {fraction: fraction_margins(group, seed) for fraction, group in facts.groupby("fraction")}
+    per = {column: {fraction: margins[fraction][column] for fraction in margins}
+           for column in ("efficacy", "paraphrase", "specificity", "score", "unseen_template")}
+    add_margin(metrics, "swap_efficacy_margin", per["efficacy"], "recall of the new author on its edit sentence")
+    add_margin(metrics, "swap_paraphrase_margin", per["paraphrase"],
+               "recall of the new author through the other seen templates")
+    add_margin(metrics, "swap_specificity_margin", per["specificity"], "recall of the unedited facts (seen templates)")
+    add_margin(metrics, "swap_score_margin", per["score"], "harmonic mean of the three")
+    add_margin(metrics, "swap_unseen_template_margin", per["unseen_template"],
+               "recall of the new author through the held-out templates, never trained on (reported)")
+    for column, intervals in per.items():
+        for fraction, interval in intervals.items():
+            metrics.add(f"swap_{column}_margin_f{100 * fraction:g}", interval.value, standard_error=interval.standard_error,
+                        detail=f"at {100 * fraction:g}% edited: swap - best baseline, 95% bootstrap interval over facts "
+                               f"[{interval.low:+.3f}, {interval.high:+.3f}]")
+    table = method_table(edits, facts, seed)
+    for method in METHOD_ORDER:
+        ratios = table[table["method"] == method]
+        metrics.add(f"perplexity_ratio_{method}", float(ratios["perplexity_ratio"].max()),
+                    detail="r_NF (template-word perplexity after / before the edit), the largest over the edit "
+                           "fractions: " + ", ".join(f"{100 * f:g}%: {r:.3f}" for f, r in
+                                                     zip(ratios["fraction"], ratios["perplexity_ratio"])) + " (reported)")
+    metrics.add("edited_facts_min", float(table["edited_facts"].min()),
+                detail="the fewest edited facts behind one method's scores at one fraction (test blocks pooled)")
+    return {"table": table, "table_markdown": markdown_table(table), "metrics": metrics.frame()}

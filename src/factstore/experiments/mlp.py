@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pandas as pd
 import torch
 from torch import Tensor, nn
 
@@ -172,6 +173,20 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     return {"table": tidy_table(rows)}
 
 
+def ntk_regime(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """The NTK's capacity search (`capacity`, the one-pass unit-prefix search) in the seed's
+    regime, d = 128 (S0.ntk-stores): at the capacity sweep's small d the degree-2 kernel runs out
+    of capacity (~d^4 / (60 ln F) facts) inside the F range, which says nothing about the seed's claim.
+
+    params: as `capacity`, with an ntk_regime section (d, log2_facts, seeds, targets, ntk_degrees)
+    in place of the capacity section. Returns {"table": rows with experiment 'ntk_regime'}.
+    """
+    section = params["ntk_regime"]
+    searched = params | {"ntk_degrees": section["ntk_degrees"],
+                         "capacity": {key: section[key] for key in ("d", "log2_facts", "seeds", "targets")}}
+    return {"table": capacity(searched, inputs, context)["table"].assign(experiment="ntk_regime")}
+
+
 def anisotropy(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Every method's smallest W at one value condition number kappa, with rho(V) of each set.
 
@@ -201,6 +216,22 @@ def anisotropy(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
                               f"W={result.n_params}, best accuracy {result.best_accuracy:.4f} ({result.seconds:.1f} s)",
                               flush=True)
     return {"table": tidy_table(rows)}
+
+
+def robust_regime(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """The encoder-decoder's kappa sweep in the seed's regime, d = 128 (S0.others-robust): at the
+    anisotropy sweep's d = 32 its code size m <= d caps the cost ratio it can show near 2, so the
+    check could hardly fail; at d = 128 the cap sits far above. Closed-form constructions only.
+
+    params: as `anisotropy`, with a robust_regime section (d, n_facts, kappas, seeds, target,
+    methods) in place of the anisotropy section and kappa. Returns {"table": rows with experiment
+    'robust_regime', every kappa}.
+    """
+    section = params["robust_regime"]
+    sweep = {key: section[key] for key in ("d", "n_facts", "seeds", "target", "methods")} | {"ntk_facts": []}
+    tables = [anisotropy(params | {"kappa": float(kappa), "anisotropy": sweep}, inputs, context)["table"]
+              for kappa in section["kappas"]]
+    return {"table": pd.concat(tables, ignore_index=True).assign(experiment="robust_regime")}
 
 
 def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:

@@ -14,23 +14,30 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from factstore.io import concat_tables
 from factstore.metrics import MetricsTable
 from factstore.mlp.encoder_decoder import gated_parameter_count
 from factstore.mlp.methods import METHODS
-from factstore.mlp.results import best_degree_rows, seed_means, tidy_table, ustar_gains
+from factstore.mlp.results import best_degree_rows, seed_means, tidy_table, ustar_capacity_ratios, ustar_gains
 from factstore.mlp.scaling import fit_f_log_f, information_bound, random_map_bits
 from factstore.statistics import spearman
 
 ASYMPTOTIC_F_OVER_D = 32
 """S0.ed-matches-gd-asymptotics compares exponents over F / d >= this (SPEC: the asymptotic regime)."""
-# NTK Hermite degree -> name of the fraction of (F, seed) it stores at 100% within the width cap.
+# NTK Hermite degree -> name of the fraction of (F, seed) it stores at 100% within the width cap:
+# in the seed's regime (the ntk_regime sweep, d = 128: S0.ntk-stores) and in the capacity sweep
+# (its small d, reported).
 NTK_STORES_METRICS = {1: "ntk_stores_fraction_degree1", 2: "ntk_stores_fraction_degree2"}
+NTK_STORES_METRICS_CAPACITY_SWEEP = {1: "ntk_stores_fraction_degree1_capacity_sweep",
+                                     2: "ntk_stores_fraction_degree2_capacity_sweep"}
 # NTK method -> names of its break kappa and of its stored fraction at kappa = 1.
 BREAK_METRICS = {"ntk": ("ntk_break_kappa", "ntk_stored_fraction_kappa1"),
                  "ntk_ustar": ("ntk_ustar_break_kappa", "ntk_ustar_stored_fraction_kappa1")}
+# NTK method -> name of its break kappa at a fixed parameter budget (a multiple of its kappa = 1 cost).
+BUDGET_BREAK_METRICS = {"ntk": "ntk_break_kappa_budget", "ntk_ustar": "ntk_ustar_break_kappa_budget"}
 # method -> names of its stored fraction and cost ratio across the kappa sweep (S0.others-robust).
 ROBUST_METRICS = {
     "gd_gated": ("robust_stored_fraction_gd_gated", "robust_cost_ratio_gd_gated"),
@@ -38,6 +45,11 @@ ROBUST_METRICS = {
     "ed_gated": ("robust_stored_fraction_ed_gated", "robust_cost_ratio_ed_gated"),
     "ed_plain": ("robust_stored_fraction_ed_plain", "robust_cost_ratio_ed_plain"),
     "ed_gated_v": ("robust_stored_fraction_ed_gated_v", "robust_cost_ratio_ed_gated_v"),
+}
+# method -> names of its stored fraction and cost ratio across the d = 128 kappa sweep (robust_regime).
+ROBUST_REGIME_METRICS = {
+    "ed_gated": ("robust_regime_stored_fraction_ed_gated", "robust_regime_cost_ratio_ed_gated"),
+    "ed_plain": ("robust_regime_stored_fraction_ed_plain", "robust_regime_cost_ratio_ed_plain"),
 }
 # (method, target) -> names of C, b and the log-log exponent of the fit W = C F (log2 F + b).
 FIT_METRICS = {
@@ -112,7 +124,8 @@ def fits_table(capacity_table: pd.DataFrame) -> pd.DataFrame:
 def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Combined tables, fits and the metrics config/claims.yaml checks.
 
-    inputs: capacity_<method>, anisotropy_k<kappa>, whitening_a<alpha> tables. params:
+    inputs: capacity_<method>, regime_<method> (the NTK at the seed's d = 128), robust_regime (the
+    encoder-decoder's kappa sweep at d = 128), anisotropy_k<kappa>, whitening_a<alpha> tables. params:
     bits_per_parameter_assumed, main_target (the project's standalone storage target; the seed's
     99% is fact-adaptive accuracy inside a Transformer), ntk_degrees, search, anisotropy_facts
     (the F every method runs at in the anisotropy sweep).
@@ -121,30 +134,67 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     (results.best_degree_rows); S0.ntk-stores and the information bound read every degree.
     """
     capacity_all = concat_tables(inputs, "capacity_", tidy_table([]))
+    regime_table = concat_tables(inputs, "regime_", tidy_table([]))
+    robust_table = concat_tables(inputs, "robust_", tidy_table([]))
     anisotropy_table = concat_tables(inputs, "anisotropy_", tidy_table([]))
     whitening_table = concat_tables(inputs, "whitening_", tidy_table([]))
-    results = pd.concat([capacity_all, anisotropy_table, whitening_table], ignore_index=True)
+    results = pd.concat([capacity_all, regime_table, robust_table, anisotropy_table, whitening_table], ignore_index=True)
     capacity_table = best_degree_rows(capacity_all)
     fits = fits_table(capacity_table)
     metrics = MetricsTable()
     bits_assumed = params["bits_per_parameter_assumed"]
     _capacity_metrics(capacity_table, fits, params["main_target"], params, metrics)
-    _ntk_degree_metrics(capacity_all, params, metrics)
+    _ntk_degree_metrics(regime_table, params, metrics)
+    _ntk_degree_metrics(capacity_all, params, metrics, NTK_STORES_METRICS_CAPACITY_SWEEP, " (reported)")
     # S0.info-bound: every measured count (every experiment and NTK degree) against the 2-bits-per-
     # parameter line, an empirical ceiling (not the seed's theorem, which has no constant).
     measured = results[results.stored & results.n_params.notna()]
     if len(measured):
-        ratio = measured.n_params / information_bound(measured.F.to_numpy(), bits_assumed)
-        worst = measured.loc[ratio.idxmin()]
-        metrics.add("info_bound_min_ratio", ratio.min(),
-                    f"min W / (log2(F!) / {bits_assumed:g}) over {len(measured)} measured counts, i.e. at most {bits_assumed:g} "
-                    f"bits per parameter (an empirical ceiling); worst: {worst.method}, {worst.experiment}, F = {worst.F}, "
-                    f"target {worst.target:g} ({worst.bits_per_parameter:.3g} bits/param as F log2 F / W)")
-        metrics.add("max_bits_per_parameter", measured.bits_per_parameter.max(),
-                    f"max F log2 F / W over all measured counts ({worst.method} is the extreme of the bound ratio)")
-    anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics)
+        _information_bound_metrics(measured, bits_assumed, metrics)
+    anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics,
+                       params["break_width_budget"])
+    _robust_regime_metrics(robust_table, metrics)
     _whitening_metrics(best_degree_rows(whitening_table), metrics)
     return {"results": results, "fits": fits, "metrics": metrics.frame()}
+
+
+def failing_parameters(measured: pd.DataFrame) -> np.ndarray:
+    """(rows,) a lower bound on the parameter count at the largest width that missed the target,
+    the open end of each row's search interval (W_failing, W]. GD's bisection stops within its
+    resolution: its W is linear in the width (bias-free, parameters_per_unit x width), so
+    W_failing = W x width_failing / width (0 where no narrower probe failed: the interval then
+    reaches down to nothing). The NTK's and the encoder-decoder's searches are exact to one unit
+    (one-pass prefix, nested codes): their W is taken as exact."""
+    trained = measured.method.map(lambda method: METHODS[method].search == "trained").to_numpy(bool)
+    ratio = (measured.width_failing / measured.width).fillna(0.0).to_numpy()
+    return np.where(trained, measured.n_params.to_numpy() * ratio, measured.n_params.to_numpy())
+
+
+def _information_bound_metrics(measured: pd.DataFrame, bits_assumed: float, metrics: MetricsTable) -> None:
+    """S0.info-bound: every measured count (every experiment and NTK degree) against the 2-bits-
+    per-parameter line, an empirical ceiling (not the seed's theorem, which has no constant), as
+    an interval: the true smallest count lies in (W_failing, W] (failing_parameters). The bound
+    holds for certain when every W_failing is above it, fails for certain when some W is below
+    it, and the width search cannot decide when the interval straddles it (the claim's gate)."""
+    bound = information_bound(measured.F.to_numpy(), bits_assumed)
+    ratio = measured.n_params.to_numpy() / bound
+    lower = failing_parameters(measured) / bound
+    worst = measured.iloc[int(np.argmin(ratio))]
+    worst_lower = measured.iloc[int(np.argmin(lower))]
+    metrics.add("info_bound_min_ratio", ratio.min(),
+                f"min W / (log2(F!) / {bits_assumed:g}) over {len(measured)} measured counts, i.e. at most {bits_assumed:g} "
+                f"bits per parameter (an empirical ceiling); worst: {worst.method}, {worst.experiment}, F = {worst.F}, "
+                f"target {worst.target:g} ({worst.bits_per_parameter:.3g} bits/param as F log2 F / W)")
+    metrics.add("info_bound_min_ratio_lower", lower.min(),
+                f"the same with each count at the open end of its search interval (the largest width that failed): "
+                f"the true minimum ratio lies in ({lower.min():.4g}, {ratio.min():.4g}]; worst: {worst_lower.method}, "
+                f"{worst_lower.experiment}, F = {worst_lower.F}, target {worst_lower.target:g}")
+    decided = bool(lower.min() >= 1.0 or ratio.min() < 1.0)
+    metrics.add("info_bound_decided", float(decided),
+                "1 when the search intervals decide the bound (every interval above it, or some count below it); 0 when "
+                f"the interval of the minimum ({lower.min():.4g}, {ratio.min():.4g}] straddles 1")
+    metrics.add("max_bits_per_parameter", measured.bits_per_parameter.max(),
+                f"max F log2 F / W over all measured counts ({worst.method} is the extreme of the bound ratio)")
 
 
 def _missing_names(family: str, key) -> None:
@@ -231,25 +281,44 @@ def _capacity_metrics(table: pd.DataFrame, fits: pd.DataFrame, main_target: floa
                     "(NTK at its cap if it did not store: a lower bound)")
 
 
-def _ntk_degree_metrics(table: pd.DataFrame, params: dict, metrics: MetricsTable) -> None:
-    """S0.ntk-stores per Hermite degree: which degree stores where (every degree's rows)."""
+def _ntk_degree_metrics(table: pd.DataFrame, params: dict, metrics: MetricsTable,
+                        names: dict[int, str] = NTK_STORES_METRICS, note: str = "") -> None:
+    """S0.ntk-stores per Hermite degree: which degree stores where (every degree's rows of one
+    sweep); names: degree -> metric name (NTK_STORES_METRICS for the seed's regime)."""
     ntk = table[(table.method == "ntk") & (table.target == 1.0) & table.degree.notna()]
     for degree, rows in ntk.groupby("degree"):
-        if int(degree) not in NTK_STORES_METRICS:
+        if int(degree) not in names:
             _missing_names("NTK degree", degree)
             continue
         per_f = rows.groupby("F").stored.mean()
-        metrics.add(NTK_STORES_METRICS[int(degree)], rows.stored.mean(),
+        metrics.add(names[int(degree)], rows.stored.mean(),
                     f"fraction of (F, seed) stored at 100% by the degree-{int(degree)} NTK MLP (ReLU gate) within "
-                    f"{params['search']['ntk_max_width']} units, d = {int(rows.d.iloc[0])}; per F: "
+                    f"{params['search']['ntk_max_width']} units, d = {int(rows.d.iloc[0])}{note}; per F: "
                     + ", ".join(f"{int(f)}: {v:.2g}" for f, v in per_f.items()))
 
 
-def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: MetricsTable) -> None:
+def budget_break_kappa(rows: pd.DataFrame, budget_multiple: float) -> tuple[float, float]:
+    """(break kappa, budget W) of one method at one F: the smallest kappa where at most half the
+    seeds store within budget_multiple x the seed-mean W at kappa = 1 (a fixed parameter budget,
+    so a cost that grows 3x over the sweep shows as a break, which a generous width cap hides);
+    NaN break when it stays within budget up to the top of the sweep, NaN budget (and break) when
+    kappa = 1 does not store in every seed."""
+    isotropic = rows[rows.kappa == 1.0]
+    if isotropic.empty or not isotropic.stored.all():
+        return math.nan, math.nan
+    budget = budget_multiple * float(isotropic.n_params.mean())
+    within = (rows.stored & (rows.n_params <= budget)).groupby(rows.kappa).mean()
+    failing = within[within <= 0.5]
+    return (float(failing.index.min()) if len(failing) else math.nan), budget
+
+
+def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: MetricsTable,
+                       budget_multiple: float = 2.0) -> None:
     """Every metric of the kappa sweep (the best NTK degree per setting already chosen).
 
     main_facts: the F at which every method runs (the others are NTK-only sizes). The break and
-    the rho Spearman read the largest of them; robustness reads all of them.
+    the rho Spearman read the largest of them; robustness reads all of them. budget_multiple: the
+    fixed parameter budget of the break, a multiple of the kappa = 1 cost (budget_break_kappa).
     """
     if table.empty:
         return
@@ -272,6 +341,11 @@ def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: Metr
                     f"NaN: stores up to the top of the sweep); F = {break_facts}, {setting}")
         metrics.add(kappa1_name, per_kappa.get(1.0, math.nan),
                     f"fraction of seeds stored by {METHODS[method].label} at kappa = 1; F = {break_facts}")
+        kappa, budget = budget_break_kappa(rows, budget_multiple)
+        metrics.add(BUDGET_BREAK_METRICS[method], kappa,
+                    f"smallest kappa where {METHODS[method].label} stores within a fixed budget of {budget_multiple:g} x its "
+                    f"kappa = 1 cost (W <= {budget:.4g}) in at most half the seeds (NaN: within budget up to the top of the "
+                    f"sweep, or kappa = 1 not stored); F = {break_facts}, {setting}")
     if "ntk" in set(at_break.method):
         best = at_break[at_break.method == "ntk"].groupby("kappa").best_accuracy.mean()
         metrics.add("ntk_best_accuracy_max_kappa", best.iloc[-1],
@@ -310,32 +384,73 @@ def _ustar_gain_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
                 "the same ratio on spherical values (kappa = 1), where both store")
     metrics.add("ustar_stores_where_ntk_fails", int(kinds.get("lower", 0)),
                 f"(kappa > 1, F) stored by NTK + U* but not by the NTK, of {len(anisotropic)} with a gain")
+    ratios = ustar_capacity_ratios(table)
+    anisotropic_ratios = ratios[ratios.kappa > 1]
+    if len(anisotropic_ratios):
+        listing = ", ".join(f"kappa {r.kappa:g}: F {r.F_ustar:.0f} / {r.F_ntk} at W = {r.W:.3g} ({r.kind})"
+                            for r in anisotropic_ratios.itertuples())
+        metrics.add("ustar_capacity_ratio_median", anisotropic_ratios.ratio.median(),
+                    "median over kappa > 1 of the U* gain as a capacity ratio at fixed W: F(ntk_ustar) / F(ntk) at the "
+                    "NTK's W for the largest F it stores, F(ntk_ustar) on its log-log W(F) line (reported beside "
+                    f"ustar_gain_median, a parameter ratio at fixed F): {listing}")
 
 
 def _robust_metrics(main: pd.DataFrame, main_facts: list[int], setting: str, metrics: MetricsTable) -> None:
-    """S0.others-robust: stored fraction and cost ratio W(kappa) / W(1) at every F of main_facts."""
-    means = seed_means(main, ["method", "F", "kappa"])
+    """S0.others-robust at the anisotropy sweep's d: stored fraction and cost ratio W(kappa) / W(1)
+    at every F of main_facts (GD's are checked; the encoder-decoder's are checked at d = 128,
+    _robust_regime_metrics, and reported here)."""
     ran = [f for f in main_facts if {"gd_gated", "ed_gated"} <= set(main[main.F == f].method)]
     metrics.add("robust_n_facts", len(ran), f"number of F at which both GD and the encoder-decoder ran the sweep: {ran}")
-    for method, (fraction_name, cost_name) in ROBUST_METRICS.items():
+    _cost_ratio_metrics(main, ROBUST_METRICS, setting, metrics)
+    ceiling = encoder_decoder_ceiling(main)
+    if not math.isnan(ceiling):
+        metrics.add("robust_cost_ceiling_ed_gated", ceiling,
+                    f"min over F of W(m = d = {int(main.d.iloc[0])}) / W(kappa = 1): the largest cost ratio the gated "
+                    "encoder-decoder can show (its code size m <= d; a value set needing more shows as not stored)")
+
+
+def _robust_regime_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
+    """S0.others-robust for the encoder-decoder in the seed's regime (the robust_regime sweep, d = 128)."""
+    if table.empty:
+        return
+    d = int(table.d.iloc[0])
+    facts = sorted(int(f) for f in table[table.method == "ed_gated"].F.unique())
+    setting = (f"d = {d}, F in {facts}, target {table.target.iloc[0]:g}, "
+               f"kappa in {[float(k) for k in sorted(table.kappa.unique())]}")
+    metrics.add("robust_regime_n_facts", len(facts), f"number of F at which the gated encoder-decoder ran the d = {d} sweep")
+    _cost_ratio_metrics(table, ROBUST_REGIME_METRICS, setting, metrics)
+    metrics.add("robust_regime_cost_ceiling_ed_gated", encoder_decoder_ceiling(table),
+                f"min over F of W(m = d = {d}) / W(kappa = 1): the largest cost ratio the gated encoder-decoder can show "
+                "at this d (NaN: it did not store kappa = 1)")
+
+
+def _cost_ratio_metrics(table: pd.DataFrame, names: dict[str, tuple[str, str]], setting: str,
+                        metrics: MetricsTable) -> None:
+    """Per method of `names`: the fraction of (F, kappa, seed) stored and the largest cost ratio
+    W(kappa) / W(kappa = 1) of the seed means over F and kappa (inf if some (F, kappa) failed)."""
+    means = seed_means(table, ["method", "F", "kappa"])
+    for method, (fraction_name, cost_name) in names.items():
         rows = means[means.method == method]
         if rows.empty:
             continue
-        metrics.add(fraction_name, main[main.method == method].stored.mean(), f"fraction of (F, kappa, seed) stored; {setting}")
+        metrics.add(fraction_name, table[table.method == method].stored.mean(), f"fraction of (F, kappa, seed) stored; {setting}")
         ratios = []
-        for n_facts, group in rows.groupby("F"):
+        for _, group in rows.groupby("F"):
             by = group.set_index("kappa").n_params
             ratios.append((by / by.get(1.0, math.nan)).max() if group.stored.all() else math.inf)
         metrics.add(cost_name, max(ratios), "max over F and kappa of mean W(kappa) / W(kappa = 1) at that F "
-                                            "(inf if some (F, kappa) failed in a seed)")
-    # The code size m <= d caps the encoder-decoder's cost: W(kappa) / W(1) <= W(m = d) / W(1).
+                                            f"(inf if some (F, kappa) failed in a seed); {setting}")
+
+
+def encoder_decoder_ceiling(table: pd.DataFrame) -> float:
+    """min over F of W(m = d) / W(kappa = 1) of the gated encoder-decoder: the code size m <= d caps
+    its cost ratio W(kappa) / W(1) at this (NaN where kappa = 1 did not store)."""
+    means = seed_means(table, ["method", "F", "kappa"])
     ed = means[(means.method == "ed_gated") & (means.kappa == 1.0) & means.stored]
-    if len(ed):
-        d = int(main.d.iloc[0])
-        ceiling = min(gated_parameter_count(int(r.F), d, d, d) / r.n_params for r in ed.itertuples())
-        metrics.add("robust_cost_ceiling_ed_gated", ceiling,
-                    f"min over F of W(m = d = {d}) / W(kappa = 1): the largest cost ratio the gated encoder-decoder can show "
-                    "(its code size m <= d; a value set needing more shows as not stored)")
+    if ed.empty:
+        return math.nan
+    d = int(table.d.iloc[0])
+    return min(gated_parameter_count(int(r.F), d, d, d) / r.n_params for r in ed.itertuples())
 
 
 def _rho_metrics(table: pd.DataFrame, d: int, setting: str, metrics: MetricsTable) -> None:

@@ -3,8 +3,10 @@
 Architectures (bias-free, float32): gated g(x) = W_down ((W_main x) o sigma(W_gate x)) with
 sigma ReLU or identity (3 h d parameters), and plain g(x) = W_down sigma(W_in x) (2 h d).
 
-Loss: cross-entropy of the logits g(k_i) V^T against f(i) over ALL values, full batch, Adam with
-cosine decay from `lr` to `final_lr` over `max_steps`. The logits are formed in row chunks, ONCE
+Loss: cross-entropy of the logits g(k_i) V^T against f(i) over ALL values (the default), or the
+mean squared error between g(k_i) and its value v_f(i) (`loss="mse"`, the follow-up paper's fact
+expert in its editing experiment), full batch, Adam with cosine decay from `lr` to `final_lr` over
+`max_steps`. The logits are formed in row chunks, ONCE
 per step: each chunk gives its loss, its share of d loss / d outputs (softmax - onehot) V / F,
 and its correct count, so the accuracy check is free and F x F logits never sit in memory
 (F = 2^14 is 1 GB of float32 logits). The gradient then flows through the MLP by one backward
@@ -46,6 +48,7 @@ from factstore.mlp.modules import GatedMLP, PlainMLP, input_layers, output_layer
 from factstore.training import check_finite, flushing_denormals
 
 Architecture = Literal["gated", "plain"]
+Loss = Literal["cross_entropy", "mse"]
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,34 @@ def cross_entropy_pass(
     return float(total_loss) / n_facts, gradient, int(n_correct)
 
 
+def decoded_right(outputs: Tensor, values: Tensor, fact_map: Tensor, chunk_size: int) -> int:
+    """How many of the F outputs (F, d_out) decode to their value: the target's logit beats every
+    other value's strictly (ties count as wrong, as in facts.py); logits formed in row chunks."""
+    n_correct = torch.zeros((), dtype=torch.int64, device=outputs.device)
+    for start in range(0, len(outputs), chunk_size):
+        rows = slice(start, start + chunk_size)
+        target = fact_map[rows].unsqueeze(1)
+        logits = outputs[rows] @ values.T
+        target_logit = logits.gather(1, target)
+        best_other = torch.amax(logits.scatter_(1, target, float("-inf")), dim=1, keepdim=True)
+        n_correct += (target_logit > best_other).sum()
+    return int(n_correct)
+
+
+def squared_error_pass(
+    outputs: Tensor, values: Tensor, fact_map: Tensor, chunk_size: int
+) -> tuple[float, Tensor, int]:
+    """(mean squared error, d loss / d outputs (F, d_out), number of facts decoded right): the MSE
+    loss of torch.nn.functional.mse_loss(outputs, values[fact_map]) (mean over F x d_out entries)
+    and its gradient 2 (outputs - v) / (F d_out); decoding still over every value."""
+    residual = outputs - values[fact_map]
+    loss = float(residual.double().square().mean())
+    return loss, residual * (2.0 / residual.numel()), decoded_right(outputs, values, fact_map, chunk_size)
+
+
+LOSS_PASSES = {"cross_entropy": cross_entropy_pass, "mse": squared_error_pass}
+
+
 def cosine_lr(step: int, protocol: Protocol) -> float:
     """lr at `step` of a cosine decay from protocol.lr to protocol.final_lr over max_steps."""
     progress = min(step / max(protocol.max_steps, 1), 1.0)
@@ -189,17 +220,26 @@ def train(
     chunk_size: int | None = None,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
+    loss: Loss = "cross_entropy",
+    min_loss: float | None = None,
 ) -> tuple[GatedMLP | PlainMLP, int, dict]:
     """Train a width-`size` MLP to store `fact_set`; return (module, n_params, info).
 
     init: warm start (resized to `size` if its width differs); else a fresh default init.
+    loss: 'cross_entropy' (logits over every value) or 'mse' (to the fact's own value vector);
+    either way a fact is stored when it decodes to its value over every value.
+    min_loss: None stops at the accuracy target (the capacity searches); a number trains on past
+    it until the loss is at most min_loss (the follow-up code's loss cutoff): a module that
+    stores with a margin, as an MLP trained to convergence does. A lower loss at the same
+    accuracy then counts as an improvement (for the best module and the patience).
     device: where the steps run (the F x n_values logits dominate: a GPU at paper scale). The
     initial weights are drawn on the CPU from `generator`, so every device starts from the same
     MLP, and the module returned is on the CPU, like every construction's.
     Stops when the accuracy reaches `target`, when the best accuracy has not improved for
     protocol.patience steps, when it is hopeless (Protocol), or after protocol.max_steps updates. The module returned is the
     best one seen (the one that met the target, if any). info: steps (updates made), seconds,
-    accuracy (of the returned module), loss, stop ('target' | 'plateau' | 'hopeless' | 'max_steps'),
+    accuracy (of the returned module), loss, stop ('target' | 'plateau' | 'hopeless' | 'max_steps';
+    'target' also when min_loss is met),
     protocol (its fields).
     """
     started = time.perf_counter()
@@ -213,18 +253,19 @@ def train(
     fact_map = fact_set.fact_map.to(device)
     chunk_size = chunk_size or default_chunk_size(len(values))
     optimizer = torch.optim.Adam(module.parameters(), lr=protocol.lr)
+    loss_pass = LOSS_PASSES[loss]
 
     best_correct, best_step, best_state, best_loss = -1, 0, None, math.inf
     stop, step = "max_steps", 0
     for step in range(protocol.max_steps + 1):
         outputs = module(keys)
-        loss, gradient, n_correct = cross_entropy_pass(outputs.detach(), values, fact_map, chunk_size)
-        check_finite(loss, module.parameters(), where=f"mlp.gd.train({architecture}, size={size}, "
+        loss_value, gradient, n_correct = loss_pass(outputs.detach(), values, fact_map, chunk_size)
+        check_finite(loss_value, module.parameters(), where=f"mlp.gd.train({architecture}, size={size}, "
                      f"facts={fact_set.n_facts}, lr={protocol.lr})", step=step)
-        if n_correct > best_correct:
-            best_correct, best_step, best_loss = n_correct, step, loss
+        if n_correct > best_correct or (min_loss is not None and n_correct == best_correct and loss_value < best_loss):
+            best_correct, best_step, best_loss = n_correct, step, loss_value
             best_state = copy.deepcopy(module.state_dict())
-        if n_correct >= target * fact_set.n_facts:
+        if n_correct >= target * fact_set.n_facts and (min_loss is None or loss_value <= min_loss):
             stop = "target"
             break
         if protocol.patience is not None and step - best_step >= protocol.patience:

@@ -13,6 +13,8 @@ markers follow this order); the others are library variants used by tests and be
   gd_gated, gd_plain  gradient descent, gated (ReLU gate) or plain ReLU MLP
   ed_plain_v, ntk_finite_difference, gd_gated_linear: non-gated encoder-decoder with codes of V,
                       the non-gated NTK MLP (finite-difference unit pairs), GD with a linear gate
+  gd_swish_mse        GD, gated swish MLP trained on the MSE to the values: the fact expert of
+                      the follow-up paper's editing experiment (the editing study's)
 The encoder-decoder named plainly is the U* variant: the paper's construction works "for all but
 a measure-zero set of output embeddings", which codes of V cannot (with anisotropic values a
 value need not be the best match of itself, and then no code decodes it), and its parameter
@@ -124,6 +126,8 @@ METHODS: dict[str, Method] = {method.name: method for method in (
     Method("ntk_finite_difference", "NTK, non-gated (finite differences)", ntk.build_finite_difference, "doubling",
            "plain"),
     Method("gd_gated_linear", "GD, gated, linear gate", gd.train, "trained", "gated", options={"activation": "identity"}),
+    Method("gd_swish_mse", "GD, gated swish, MSE", gd.train, "trained", "gated",
+           options={"activation": "silu", "loss": "mse"}),
 )}
 
 

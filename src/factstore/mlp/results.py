@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
+from scipy.stats import linregress
 
 from factstore.facts import FactSet
 from factstore.mlp.capacity import WidthSearch
@@ -22,7 +24,7 @@ from factstore.mlp.scaling import random_map_bits
 TABLE_COLUMNS = [
     "experiment", "method", "degree", "d", "F", "replicate", "kappa", "alpha", "target", "width", "n_params",
     "accuracy", "best_accuracy", "stored", "params_at_cap", "probes", "steps", "rho",
-    "bits_per_parameter", "facts_per_parameter", "lipschitz", "lipschitz_relative", "output_rms",
+    "bits_per_parameter", "facts_per_parameter", "lipschitz", "lipschitz_relative", "output_rms", "width_failing",
 ]
 
 
@@ -30,11 +32,16 @@ def result_row(result: WidthSearch, fact_set: FactSet, **fields) -> dict:
     """One row of a search result; fields: the columns the search does not know (experiment,
     method, degree, replicate, kappa, alpha, target, rho, and the Lipschitz columns where measured).
 
+    width_failing: the largest probed width (or code size) below `width` that missed the target
+    (NaN when none did): the smallest storing width lies in (width_failing, width], the search's
+    interval (one unit wide for the exact searches, up to its resolution for GD's bisection).
     bits_per_parameter counts F log2 F bits (scaling.random_map_bits, SPEC's count);
     facts_per_parameter is F / W, 0 where nothing stored (so means over seeds count failures).
     """
     stored = result.width is not None
     n_params = result.n_params if stored else math.nan
+    failing = [width for width, accuracy in result.evaluations.items()
+               if accuracy < result.target and (not stored or width < result.width)]
     n_facts = fact_set.n_facts
     return {
         "d": fact_set.key_dim, "F": n_facts, "width": result.width if stored else math.nan,
@@ -45,6 +52,7 @@ def result_row(result: WidthSearch, fact_set: FactSet, **fields) -> dict:
         "bits_per_parameter": float(random_map_bits(n_facts)) / n_params if stored else math.nan,
         "facts_per_parameter": n_facts / n_params if stored else 0.0,
         "lipschitz": math.nan, "lipschitz_relative": math.nan, "output_rms": math.nan, "degree": math.nan,
+        "width_failing": max(failing) if failing else math.nan,
     } | fields
 
 
@@ -99,6 +107,28 @@ def best_degree_rows(table: pd.DataFrame) -> pd.DataFrame:
     chosen = ntk.fillna(fill).merge(best.fillna(fill), on=keys + ["degree"], how="inner")
     chosen = chosen.replace({"kappa": {-1.0: math.nan}, "alpha": {-1.0: math.nan}})[table.columns]
     return pd.concat([others, chosen], ignore_index=True)
+
+
+def ustar_capacity_ratios(table: pd.DataFrame) -> pd.DataFrame:
+    """Per kappa: the U* gain as a capacity ratio at a FIXED parameter budget, beside ustar_gains'
+    parameter ratio at fixed F. The budget W* is the NTK's seed-mean W at the largest F it stores
+    (in every seed), F_ntk; F_ustar(W*) is read off NTK + U*'s W(F) line, a least-squares fit of
+    log W on log F over the F it stores (scipy.stats.linregress; at least two F), interpolated when
+    W* lies within its measured W, extrapolated otherwise (`kind`). Columns kappa, W, F_ntk,
+    F_ustar, ratio = F_ustar / F_ntk, kind; kappas where the NTK stores nothing are left out."""
+    pair = seed_means(table[table.method.isin(["ntk", "ntk_ustar"])], ["method", "kappa", "F"])
+    rows = []
+    for kappa, group in pair.groupby("kappa"):
+        ntk = group[(group.method == "ntk") & group.stored].sort_values("F")
+        ustar = group[(group.method == "ntk_ustar") & group.stored].sort_values("F")
+        if ntk.empty or ustar.F.nunique() < 2:
+            continue
+        budget, n_facts = float(ntk.n_params.iloc[-1]), int(ntk.F.iloc[-1])
+        fit = linregress(np.log(ustar.F.to_numpy(float)), np.log(ustar.n_params.to_numpy(float)))
+        facts_ustar = float(np.exp((np.log(budget) - fit.intercept) / fit.slope))
+        inside = ustar.n_params.min() <= budget <= ustar.n_params.max()
+        rows.append((kappa, budget, n_facts, facts_ustar, facts_ustar / n_facts, "interpolated" if inside else "extrapolated"))
+    return pd.DataFrame(rows, columns=["kappa", "W", "F_ntk", "F_ustar", "ratio", "kind"])
 
 
 def ustar_gains(table: pd.DataFrame) -> pd.DataFrame:

@@ -12,14 +12,17 @@ import pandas as pd
 from factstore.plots import style
 
 METHOD_LABELS = {"swap": "MLP swap", "rome": "ROME", "memit": "MEMIT", "alphaedit": "AlphaEdit"}
-SCORES = {"efficacy": "efficacy (edit template)", "paraphrase": "paraphrase (held-out templates)",
+SCORES = {"efficacy": "efficacy (edit sentence)", "paraphrase": "paraphrase (other seen templates)",
           "specificity": "specificity (unedited facts)", "score": "score (harmonic mean)",
+          "unseen_template": "unseen-template generalisation\n(held-out templates, not in the score)",
           "perplexity_ratio": r"$r_{NF}$: template-word perplexity after / before"}
 
 
 def scores(tables: dict[str, pd.DataFrame], params: dict):
-    """Efficacy, paraphrase, specificity, their harmonic mean and r_NF vs the fraction of facts
-    edited, one line per editing method (each baseline at the setting chosen on a validation block).
+    """Efficacy, paraphrase, specificity, their harmonic mean, the recall of the edited facts
+    through templates never trained on, and r_NF vs the fraction of facts edited, one line per
+    editing method (each baseline at the setting chosen on a validation block); error bars: 95%
+    bootstrap intervals over facts (the test blocks of a fraction pooled).
 
     tables: table (editing.summary).
     """
@@ -27,19 +30,30 @@ def scores(tables: dict[str, pd.DataFrame], params: dict):
     fig, axes = style.figure(ncols=len(SCORES), width=3.1, height=3.2)
     colours = style.palette(list(METHOD_LABELS.values()))
     for ax, (column, label) in zip(axes[0], SCORES.items()):
-        for method, label_method in METHOD_LABELS.items():
+        for offset, (method, label_method) in enumerate(METHOD_LABELS.items()):
             rows = table[table.method == method].sort_values("fraction")
-            ax.plot(100 * rows.fraction, rows[column], marker="o", ms=4, color=colours[label_method], label=label_method)
+            x = 100 * rows.fraction * (1 + 0.03 * (offset - 1.5))
+            if f"{column}_low" in rows:
+                errors = np.vstack([rows[column] - rows[f"{column}_low"], rows[f"{column}_high"] - rows[column]])
+                ax.errorbar(x, rows[column], yerr=errors, marker="o", ms=4, capsize=2, color=colours[label_method],
+                            label=label_method)
+            else:
+                ax.plot(x, rows[column], marker="o", ms=4, color=colours[label_method], label=label_method)
         if column == "perplexity_ratio":
             style.theory_hline(ax, 1.0, reference=True)
         else:
             ax.set_ylim(-0.03, 1.03)
+        ax.set_xscale("log")
+        ax.set_xticks(100 * np.sort(table.fraction.unique()), [f"{100 * f:g}" for f in np.sort(table.fraction.unique())])
+        ax.set_xticks([], minor=True)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("facts edited (%)")
     style.shared_legend(fig, axes)
-    edited = ", ".join(f"{f:g}%: {n}" for f, n in zip(100 * table.fraction.unique(),
-                                                        table.drop_duplicates("fraction").edited_facts))
-    style.caption(fig, f"facts edited per fraction ({edited}); the seed's summary swaps the names efficacy / specificity")
+    per_fraction = table.drop_duplicates("fraction").sort_values("fraction")
+    edited = ", ".join(f"{100 * row.fraction:g}%: {int(row.blocks)} x {int(row.edited_facts) // int(row.blocks)}"
+                       for row in per_fraction.itertuples())
+    style.caption(fig, f"test blocks x edited facts per fraction ({edited}); each fact's edit sentence a random seen "
+                       "template; the seed's summary swaps the names efficacy / specificity")
     return fig
 
 
