@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one GPU check: every GPU rule (rules declaring `resources: gpu=1`) at the smoke size on
 # CUDA and on the CPU, the numbers compared within stated tolerances, then the paper-size
-# benchmarks timed on CUDA. About 8 minutes on one GPU (a 5-minute cap on the two workflow runs,
-# side by side, and BENCH_TIMEOUT seconds per benchmark). Run from anywhere, in the project's
+# benchmarks timed on CUDA. Sized for at most ~8 minutes on one GPU, not yet measured: the two
+# workflow runs side by side are cut at WORKFLOW_TIMEOUT (270 s), each of the 8 benchmarks at
+# BENCH_TIMEOUT (25 s; a cut one is reported, not hidden). Run from anywhere, in the project's
 # environment with a CUDA build of torch (README, "On a GPU"):
 #
 #   benchmarks/gpu_check.sh            # report in results/gpu_check/ (REPORT=folder to change)
@@ -16,8 +17,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 REPORT="${REPORT:-$ROOT/results/gpu_check}"
-BENCH_TIMEOUT="${BENCH_TIMEOUT:-40}"
-WORKFLOW_TIMEOUT="${WORKFLOW_TIMEOUT:-300}"
+BENCH_TIMEOUT="${BENCH_TIMEOUT:-25}"
+WORKFLOW_TIMEOUT="${WORKFLOW_TIMEOUT:-270}"
 CORES="$(nproc)"
 export FACTSTORE_DATA_MIRROR="${FACTSTORE_DATA_MIRROR:-$(cd .. && pwd)/shared/data}"
 export PYTHONUNBUFFERED=1
