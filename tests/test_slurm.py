@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -78,26 +79,23 @@ def _output_of(rule: str, summary: str) -> str:
     raise AssertionError(f"{rule} has no output in the smoke run")
 
 
-def test_one_job_of_every_study_runs_on_slurm_and_the_claims_stay_the_same(slurm_cluster, smoke_run, tmp_path):
-    studies = {study for study in yaml.safe_load((smoke_run / SMOKE).read_text())
-               if (smoke_run / f"workflow/rules/{study}.smk").is_file() and study != "overview"}
-    assert studies <= set(ONE_RULE_PER_STUDY), f"no SLURM job for {sorted(studies - set(ONE_RULE_PER_STUDY))}"
-    cluster_run = tmp_path / "cluster"
-    shutil.copytree(smoke_run, cluster_run, symlinks=True)  # keeps mtimes and .snakemake metadata
-    before = {r["id"]: (r["status"], r["measured"]) for r in json.loads((cluster_run / "results/claims.json").read_text())}
-    summary = snakemake("--nolock", "--summary", "all", "--configfile", SMOKE, cwd=cluster_run).stdout
-    forced = [_output_of(rule, summary) for rule in ONE_RULE_PER_STUDY.values()]
-
+def run_on_slurm(run_dir: Path, one_rule_per_study: dict[str, str], target: str) -> tuple[dict[str, str], set[str]]:
+    """Force one job of each given rule in a finished run (`run_dir`) and rebuild `target` with the
+    SLURM profile; assert that exactly those jobs went to SLURM, each to the partition the profile
+    names and with a GPU exactly when that is the GPU partition, and that the studies' summaries
+    ran locally. Returns (SLURM job id -> rule, the rules that ran locally)."""
+    summary = snakemake("--nolock", "--summary", "all", "--configfile", SMOKE, cwd=run_dir).stdout
+    forced = [_output_of(rule, summary) for rule in one_rule_per_study.values()]
     done = snakemake(
-        "claims", "--configfile", SMOKE, "--profile", "workflow/profiles/slurm",
+        target, "--configfile", SMOKE, "--profile", "workflow/profiles/slurm",
         "--slurm-init-seconds-before-status-checks", "1", "--forcerun", *forced,
-        cwd=cluster_run, check=False,
+        cwd=run_dir, check=False,
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
 
     submitted = dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/rule_(\w+)/", output))
-    assert sorted(submitted.values()) == sorted(ONE_RULE_PER_STUDY.values()), output[-6000:]
+    assert sorted(submitted.values()) == sorted(one_rule_per_study.values()), output[-6000:]
     accounting = subprocess.run(
         ["sacct", "-n", "-P", "-X", "-j", ",".join(submitted), "-o", "JobID,Partition,State,AllocTRES"],
         capture_output=True, text=True, check=True,
@@ -109,8 +107,19 @@ def test_one_job_of_every_study_runs_on_slurm_and_the_claims_stay_the_same(slurm
         wanted = profile["set-resources"].get(rule, {}).get("slurm_partition", profile["default-resources"]["slurm_partition"])
         assert state == "COMPLETED" and partition == wanted, f"{rule}: {line}"
         assert ("gres/gpu=1" in tres) == (wanted == "gpu"), f"{rule}: {line}"
+    ran_locally = set(re.findall(r"^localrule (\w+):", output, flags=re.M))
+    assert {f"{study}_summary" for study in one_rule_per_study} <= ran_locally, output[-6000:]
+    return submitted, ran_locally
 
-    ran_locally = set(re.findall(r"^(?:local)?rule (\w+):", output, flags=re.M)) - set(ONE_RULE_PER_STUDY.values())
-    assert {f"{study}_summary" for study in studies} | {"claims_report"} <= ran_locally, output[-6000:]
+
+def test_one_job_of_every_study_runs_on_slurm_and_the_claims_stay_the_same(slurm_cluster, smoke_run, tmp_path):
+    studies = {study for study in yaml.safe_load((smoke_run / SMOKE).read_text())
+               if (smoke_run / f"workflow/rules/{study}.smk").is_file() and study != "overview"}
+    assert studies <= set(ONE_RULE_PER_STUDY), f"no SLURM job for {sorted(studies - set(ONE_RULE_PER_STUDY))}"
+    cluster_run = tmp_path / "cluster"
+    shutil.copytree(smoke_run, cluster_run, symlinks=True)  # keeps mtimes and .snakemake metadata
+    before = {r["id"]: (r["status"], r["measured"]) for r in json.loads((cluster_run / "results/claims.json").read_text())}
+    _, ran_locally = run_on_slurm(cluster_run, ONE_RULE_PER_STUDY, "claims")
+    assert "claims_report" in ran_locally
     after = {r["id"]: (r["status"], r["measured"]) for r in json.loads((cluster_run / "results/claims.json").read_text())}
     assert after == before, "the same seeds on the same machine give the same claims, on SLURM or not"
