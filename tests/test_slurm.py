@@ -79,15 +79,15 @@ def _output_of(rule: str, summary: str) -> str:
     raise AssertionError(f"{rule} has no output in the smoke run")
 
 
-def run_on_slurm(run_dir: Path, one_rule_per_study: dict[str, str], target: str) -> tuple[dict[str, str], set[str]]:
-    """Force one job of each given rule in a finished run (`run_dir`) and rebuild `target` with the
+def run_on_slurm(run_dir: Path, one_rule_per_study: dict[str, str], targets: list[str]) -> tuple[dict[str, str], set[str]]:
+    """Force one job of each given rule in a finished run (`run_dir`) and rebuild `targets` with the
     SLURM profile; assert that exactly those jobs went to SLURM, each to the partition the profile
     names and with a GPU exactly when that is the GPU partition, and that the studies' summaries
     ran locally. Returns (SLURM job id -> rule, the rules that ran locally)."""
     summary = snakemake("--nolock", "--summary", "all", "--configfile", SMOKE, cwd=run_dir).stdout
     forced = [_output_of(rule, summary) for rule in one_rule_per_study.values()]
     done = snakemake(
-        target, "--configfile", SMOKE, "--profile", "workflow/profiles/slurm",
+        *targets, "--configfile", SMOKE, "--profile", "workflow/profiles/slurm",
         "--slurm-init-seconds-before-status-checks", "1", "--forcerun", *forced,
         cwd=run_dir, check=False,
     )
@@ -119,7 +119,7 @@ def test_one_job_of_every_study_runs_on_slurm_and_the_claims_stay_the_same(slurm
     cluster_run = tmp_path / "cluster"
     shutil.copytree(smoke_run, cluster_run, symlinks=True)  # keeps mtimes and .snakemake metadata
     before = {r["id"]: (r["status"], r["measured"]) for r in json.loads((cluster_run / "results/claims.json").read_text())}
-    _, ran_locally = run_on_slurm(cluster_run, ONE_RULE_PER_STUDY, "claims")
+    _, ran_locally = run_on_slurm(cluster_run, ONE_RULE_PER_STUDY, ["claims"])
     assert "claims_report" in ran_locally
     after = {r["id"]: (r["status"], r["measured"]) for r in json.loads((cluster_run / "results/claims.json").read_text())}
     assert after == before, "the same seeds on the same machine give the same claims, on SLURM or not"
