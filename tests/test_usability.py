@@ -314,6 +314,7 @@ def test_threshold_rules_locate_a_clean_step():
 # ---------------------------------------------------------------------------------------------
 
 PASSING = {
+    "attending_fraction": 0.9,
     "usable_found_fraction": 1.0, "usable_over_standalone_max": 1.5,
     "whitening_moderate_accuracy_min": 0.995, "whitening_full_drop_min": 0.2, "whitening_moderate_capacity_gain_min": 1.3,
     "lipschitz_usable_fraction_above": 0.1, "lipschitz_fraction_below_threshold": 0.6, "lipschitz_logistic_slope": -3.0,
@@ -340,6 +341,8 @@ def test_each_check_of_the_usability_claims_can_fail(claim_id):
         flipped = PASSING | {check["metric"]: FAILING[check["metric"]]}
         assert status(flipped) == "FAIL", f"{claim_id}: {check['metric']} does not flip"
     assert status(PASSING | {claim["checks"][0]["metric"]: math.nan}) == "FAIL", "an unmeasured metric fails"
+    for gate in claim.get("gates", []):
+        assert status(PASSING | {gate["metric"]: 0.1}) == "UNTESTABLE", f"{claim_id}: gate {gate['metric']} does not flip"
 
 
 # ---------------------------------------------------------------------------------------------
