@@ -360,3 +360,47 @@ def test_smoke_config_plans_every_usability_figure():
     assert done.returncode == 0, done.stderr[-2000:]
     smoke = yaml.safe_load((REPOSITORY / "config/smoke.yaml").read_text())
     assert set(smoke["usability"]["capacity"]["log2_facts"]) <= set(smoke["mlp"]["capacity"]["log2_facts"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The study's measurements (usability/summary.py) on hand-made tables
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lipschitz_threshold_is_located_within_each_whitening_family():
+    """Two families on different Lipschitz scales, each failing above its own threshold: pooled,
+    no MLP is usable above its family's threshold, although family b's usable MLPs lie above
+    family a's threshold (a threshold over both would mix them)."""
+    from factstore.usability.summary import lipschitz_metrics
+
+    rows = [{"kind": "real", "method": method, "standalone_swapped": 1.0, "lipschitz_relative": scale * lipschitz,
+             "fact_adaptive_max": accuracy}
+            for method, scale in (("a", 1.0), ("b", 100.0))
+            for lipschitz, accuracy in ((1, 1.0), (2, 1.0), (3, 0.995), (5, 0.5), (8, 0.2))]
+    rows.append({"kind": "real", "method": "a", "standalone_swapped": 0.5, "lipschitz_relative": 0.1,
+                 "fact_adaptive_max": 0.0})  # does not store on its own: left out
+    metrics = {name: value for name, value, _, _ in lipschitz_metrics(pd.DataFrame(rows), 0.99, "lipschitz_relative")}
+    assert metrics["lipschitz_threshold"] == 5.0
+    assert metrics["lipschitz_usable_fraction_above"] == 0.0
+    assert metrics["lipschitz_fraction_below_threshold"] == pytest.approx(0.6)
+    pooled = threshold.usable_fraction([r["lipschitz_relative"] for r in rows[:-1]],
+                                       [r["fact_adaptive_max"] for r in rows[:-1]], 0.99, 5.0)
+    assert pooled == pytest.approx(3 / 7), "one threshold over both families reads family b's usable MLPs above it"
+
+
+def test_usable_ratio_is_over_the_constructions_with_gd_beside_it():
+    from factstore.usability.summary import usable_metrics, usable_table
+
+    capacity_table = pd.DataFrame([
+        {"method": method, "d": 8, "F": 64, "replicate": seed, "usable_params": params * (1 + seed),
+         "found": True, "best_fact_adaptive": 1.0}
+        for method, params in (("ntk", 200.0), ("ed_gated", 100.0), ("gd_gated", 1000.0)) for seed in range(2)])
+    standalone = pd.DataFrame([{"method": m, "d": 8, "F": 64, "target": 0.99, "n_params": 100.0, "stored": True}
+                               for m in ("ntk", "ed_gated", "gd_gated")])
+    probes = pd.DataFrame({"plain_recall": [1.0], "fact_adaptive": [1.0], "attention_on_key": [0.9], "restarts": [0]})
+    usable = usable_table(capacity_table, standalone, 0.99, 2)
+    metrics = {name: (value, error) for name, value, _, error in usable_metrics(capacity_table, usable, probes, 0.99)}
+    assert metrics["usable_over_standalone_max"][0] == pytest.approx(3.0), "ntk: mean of 200 and 400 over 100"
+    assert metrics["usable_over_standalone_max"][1] == pytest.approx(1.0), "its standard error over the two seeds"
+    assert metrics["usable_over_standalone_max_gd"][0] == pytest.approx(15.0)
+    assert metrics["usable_found_fraction"][0] == 1.0 and metrics["attending_fraction"][0] == 1.0
