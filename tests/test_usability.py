@@ -217,6 +217,22 @@ def test_training_stops_on_the_fact_adaptive_maximum():
     assert ignoring["stop"] == "plateau" and ignoring["fact_adaptive_max"] == 0.0
 
 
+def test_a_plateau_never_stops_a_run_before_its_restart_check():
+    """A run whose fact-adaptive accuracy is flat from the start (the swapped MLP answers the wrong
+    map) with patience shorter than the restart window runs until the restart check and restarts
+    when its attention is off the key, instead of stopping on the plateau first."""
+    task, keys, values = small_task(orthonormal=True)
+    first = torch.randperm(8, generator=torch.Generator().manual_seed(5))
+    memory = linear_memory(keys, values, first)
+    settings = TrainingSettings(learning_rate=1e-6, max_steps=200, batch_size=16, eval_every=5, patience=10,
+                                restart_after=30, restart_below=1.01, max_restarts=1)  # 1.01: always restart
+    generators = [torch.Generator().manual_seed(3)]
+    model = build_runs([task], [memory], generators, settings=settings, swapped=[memory])
+    record = train_attention(model, [task], [first], [first.roll(1)], settings, generators)[0]
+    assert record["restarts"] == 1 and record["stop"] == "plateau"
+    assert record["steps"] == 30 + 10, "restarted at 30 updates, then a plateau of 10 (no restart left)"
+
+
 def test_runs_of_different_shapes_are_refused():
     small, large = small_task(n_facts=8)[0], small_task(n_facts=6)[0]
     with pytest.raises(ValueError, match="one vocabulary and embedding shape"):

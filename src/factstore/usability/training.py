@@ -12,7 +12,8 @@ attention training around an inserted MLP), each part a setting (`TrainingSettin
   into the MLP transfers; attention that memorised facts around the MLP does not. The run keeps
   the maximum over these evaluations (`fact_adaptive_max`, the seed's "maximum fact-adaptive
   accuracy") and stops when it reaches `stop_accuracy`, when it has not improved for `patience`
-  updates (a plateau), or after `max_steps` updates;
+  updates (a plateau; not before the restart check below while a restart is left), or after
+  `max_steps` updates;
 - a run whose attention on the key is still below `restart_below` `restart_after` updates after
   its (re)start is restarted from a new initialisation (at most `max_restarts` times; counted):
   a run stuck attending to junk says nothing about the MLP it hosts.
@@ -169,9 +170,11 @@ def train_attention(
                     record["fact_adaptive_max"], record["fact_adaptive_max_step"] = score, steps
                 if record["fact_adaptive_max"] >= settings.stop_accuracy:
                     record["stop"] = "target"
-                elif settings.patience is not None and steps - max(record["fact_adaptive_max_step"],
-                                                                   started_at[run]) >= settings.patience:
-                    record["stop"] = "plateau"
+                elif (settings.patience is not None
+                      and steps - max(record["fact_adaptive_max_step"], started_at[run]) >= settings.patience
+                      and (record["restarts"] >= settings.max_restarts
+                           or steps - started_at[run] >= settings.restart_after)):
+                    record["stop"] = "plateau"  # never before the restart check of a run that may restart
         active = [run for run in active if records[run]["stop"] == "max_steps"]
     model.eval()
     return records
