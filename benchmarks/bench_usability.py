@@ -1,92 +1,78 @@
-"""S0 usability speed: one usability evaluation (build two MLPs, train the Transformer's attention
-around the first, swap in the second, measure recall) at the default and the paper sizes, and the
-gain of batching several runs. Run on demand:
+"""S0 usability speed: attention updates per second and fact-adaptive evaluations per second of
+Transformers hosting NTK MLPs, at the default and the paper sizes, R runs batched. Run on demand:
 
-    python benchmarks/bench_usability.py [--device cpu|cuda] [--threads N] [--sizes default,paper] [--runs R]
+    python benchmarks/bench_usability.py [--device cpu|cuda] [--threads N] [--sizes default,paper] [--runs R] [--updates U]
 
 Writes results/benchmarks/usability.json (with a provenance sidecar) and prints, per size: the MLP
-build time, the training steps, seconds and seconds per step, recall, and peak memory (CUDA: the
-allocator's peak; CPU: the process's peak resident set); then the seconds per update of R runs
-trained as one batch against the same R runs trained one after the other (a fixed number of
-updates, so both do the same work).
+build time, the seconds per update of R runs trained as one batch (U updates, batch and protocol of
+that size's config, no evaluation in between), updates per second (run-updates: R per batched
+update), the seconds of one fact-adaptive evaluation of the R runs (every fact in eval_repeats
+fresh contexts, the swapped MLPs) and evaluations per second, and peak memory (CUDA: the
+allocator's peak; CPU: the process's peak resident set).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import torch
 
 from factstore import provenance
 from factstore.device import derived_generator, select_device
-from factstore.experiments.usability import build_mlp, make_task, two_maps
-from factstore.mlp.modules import module_accuracy
-from factstore.usability.task import gaussian_embeddings, mlp_fact_set
-from factstore.usability.training import Probe, TrainingSettings, build_runs, train_attention, usability
+from factstore.experiments.usability import build_mlp
+from factstore.usability.task import JunkLengths, gaussian_probe_task
+from factstore.usability.training import TrainingSettings, batched_recall, build_runs, train_attention
 
 from common import peak_memory_mb, write_report
 
-# (d, F, NTK width): the default capacity experiment's largest F at its d, and the seed's d = 128 at F = 2^12.
-SIZES = {"default": (64, 256, 8192), "paper": (128, 4096, 65536)}
-SETTINGS = {  # the default and paper configs
-    "default": TrainingSettings(learning_rate=0.01, warmup_steps=20, batch_size=1024, max_steps=300, patience=60, eval_repeats=2),
-    "paper": TrainingSettings(learning_rate=0.01, warmup_steps=50, batch_size=4096, max_steps=4000, patience=1000, eval_repeats=4),
+# (d, F, NTK width): the default capacity experiment's largest F at its d (about its standalone
+# width at 99%), and the seed's d = 128 at F = 2^12.
+SIZES = {"default": (128, 512, 4096), "paper": (128, 4096, 65536)}
+SETTINGS = {  # the default and paper configs' training protocols
+    "default": TrainingSettings(learning_rate=0.01, weight_decay=0.1, batch_size=1024, eval_repeats=4),
+    "paper": TrainingSettings(learning_rate=2e-4, weight_decay=0.1, batch_size=1280, eval_repeats=4),
 }
-LENGTHS = {"prefix_min": 8, "prefix_max": 16, "suffix_min": 8, "suffix_max": 16}
+LENGTHS = JunkLengths(9, 9, 9, 9)
 
 
-def setup(size: str, run: int = 0) -> tuple:
-    """(task, the two fact sets, the two MLPs, n_params) of run `run` at `size`."""
-    dim, n_facts, width = SIZES[size]
-    generator = derived_generator(0, "bench-usability", size, run)
-    keys, values = gaussian_embeddings(n_facts, dim, generator), gaussian_embeddings(n_facts, dim, generator)
-    junk, query = gaussian_embeddings(9, dim, generator), gaussian_embeddings(1, dim, generator)
-    first, second = two_maps(n_facts, generator)
-    facts = (mlp_fact_set(keys, values, first), mlp_fact_set(keys, values, second))
-    task = make_task(keys, values, junk, query, {"lengths": LENGTHS})
-    params = {"ntk_degree": 2, "gd": {"learning_rate": 0.03, "max_steps": 1, "patience": 1}}  # NTK: gd unused
-    trained, n_params = build_mlp("ntk", facts[0], width, derived_generator(1, run), params)
-    swapped, _ = build_mlp("ntk", facts[1], width, derived_generator(2, run), params)
-    return task, facts, (trained, swapped), n_params
-
-
-def one_evaluation(size: str, device: torch.device) -> dict:
+def measure(size: str, runs: int, updates: int, device: torch.device) -> dict:
     dim, n_facts, width = SIZES[size]
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    params = {"ntk_degree": 2, "gd": {"learning_rate": 0.03, "max_steps": 1, "patience": 1}}  # NTK: gd unused
     start = time.perf_counter()
-    task, facts, (trained, swapped), n_params = setup(size)
+    tasks, pairs = [], []
+    for run in range(runs):
+        task, facts = gaussian_probe_task(n_facts, dim, 9, LENGTHS, derived_generator(0, "bench-usability", size, run))
+        tasks.append((task, facts))
+        pairs.append(tuple(build_mlp("ntk", fact_set, width, derived_generator(side, run), params)[0]
+                           for side, fact_set in enumerate(facts)))
     build_s = time.perf_counter() - start
-    probe = Probe(task, trained, facts[0].fact_map, swapped, facts[1].fact_map, derived_generator(3),
-                  module_accuracy(trained, facts[0]))
-    record = usability([probe], SETTINGS[size], device)[0]
-    return {"d": dim, "F": n_facts, "method": "ntk", "width": width, "n_params": n_params, "build_s": build_s,
-            "steps": record["steps"], "train_s": record["seconds"],
-            "s_per_step": record["seconds"] / max(record["steps"], 1), "stop": record["stop"],
-            "plain_recall": record["plain_recall"], "fact_adaptive": record["fact_adaptive"],
+    settings = dataclasses.replace(SETTINGS[size], max_steps=updates, eval_every=10**9, restart_after=10**9,
+                                   stop_accuracy=1.0)
+    generators = [derived_generator(4, run) for run in range(runs)]
+    model = build_runs([task for task, _ in tasks], [trained for trained, _ in pairs], generators, device, settings,
+                       [swapped for _, swapped in pairs])
+    maps = [facts[0].fact_map for _, facts in tasks]
+    swapped_maps = [facts[1].fact_map for _, facts in tasks]
+    train_attention(model, [task for task, _ in tasks], maps, swapped_maps,
+                    dataclasses.replace(settings, max_steps=1), generators)  # warm-up (allocator, kernels)
+    started = time.perf_counter()
+    # max_steps = updates: the one evaluation at the last update is timed apart below, so subtract it
+    records = train_attention(model, [task for task, _ in tasks], maps, swapped_maps, settings, generators)
+    trained_s = time.perf_counter() - started
+    started = time.perf_counter()
+    batched_recall(model, list(range(runs)), [task for task, _ in tasks], swapped_maps, generators,
+                   settings.eval_repeats, swapped=True)
+    evaluation_s = time.perf_counter() - started
+    update_s = max(trained_s - evaluation_s, 1e-9) / records[0]["steps"]
+    return {"d": dim, "F": n_facts, "method": "ntk", "width": width, "runs": runs, "batch_size": settings.batch_size,
+            "build_s": build_s, "updates": records[0]["steps"], "s_per_update": update_s,
+            "run_updates_per_s": runs / update_s, "evaluation_s": evaluation_s,
+            "evaluation_sequences": n_facts * settings.eval_repeats, "run_evaluations_per_s": runs / evaluation_s,
             "peak_memory_mb": peak_memory_mb(device)}
-
-
-def batching(size: str, runs: int, device: torch.device, steps: int = 30) -> dict:
-    """Seconds per update of `runs` runs as one RunBatch and one at a time (`steps` updates each)."""
-    setups = [setup(size, run) for run in range(runs)]
-    settings = TrainingSettings(**{**SETTINGS[size].__dict__, "max_steps": steps, "patience": None, "warmup_steps": 0})
-    tasks, maps = [task for task, *_ in setups], [facts[0].fact_map for _, facts, *_ in setups]
-    mlps = [pair[0] for _, _, pair, _ in setups]
-
-    def seconds_per_update(members: list[int]) -> float:
-        generators = [derived_generator(4, run) for run in members]
-        model = build_runs([tasks[r] for r in members], [mlps[r] for r in members], generators, device)
-        records = train_attention(model, [tasks[r] for r in members], [maps[r] for r in members], settings, generators,
-                                  ceilings=[2.0] * len(members))  # never stop at a target: a fixed number of updates
-        return records[0]["seconds"] / records[0]["steps"]
-
-    seconds_per_update([0])  # warm-up (allocator, kernels)
-    together = seconds_per_update(list(range(runs)))
-    alone = sum(seconds_per_update([run]) for run in range(runs))
-    return {"runs": runs, "updates": steps, "together_s_per_update": together, "alone_s_per_update": alone,
-            "speedup": alone / together}
 
 
 def main() -> None:
@@ -94,21 +80,20 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--sizes", default="default,paper")
-    parser.add_argument("--runs", type=int, default=4, help="runs batched together in the batching measurement")
+    parser.add_argument("--runs", type=int, default=2, help="runs batched together")
+    parser.add_argument("--updates", type=int, default=10, help="timed updates per size")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = select_device(args.device)
     started = time.perf_counter()
-    report = {"device": provenance.describe_device(device), "threads": args.threads, "runs": {}, "batching": {}}
+    report = {"device": provenance.describe_device(device), "threads": args.threads, "sizes": {}}
     for size in args.sizes.split(","):
-        report["runs"][size] = run = one_evaluation(size, device)
-        print(f"{size}: d={run['d']} F={run['F']} NTK width {run['width']} ({run['n_params']} params): build "
-              f"{run['build_s']:.1f} s, {run['steps']} steps in {run['train_s']:.1f} s ({1000 * run['s_per_step']:.0f} "
-              f"ms/step, stop: {run['stop']}), plain {run['plain_recall']:.4f}, fact-adaptive {run['fact_adaptive']:.4f}, "
-              f"peak {run['peak_memory_mb']:.0f} MB", flush=True)
-        report["batching"][size] = batch = batching(size, args.runs, device)
-        print(f"{size}: {batch['runs']} runs batched: {1000 * batch['together_s_per_update']:.0f} ms per update, one at a "
-              f"time: {1000 * batch['alone_s_per_update']:.0f} ms (speedup {batch['speedup']:.2f})", flush=True)
+        report["sizes"][size] = row = measure(size, args.runs, args.updates, device)
+        print(f"{size}: d={row['d']} F={row['F']} NTK width {row['width']}, {row['runs']} runs x batch {row['batch_size']}: "
+              f"build {row['build_s']:.1f} s; {1000 * row['s_per_update']:.0f} ms per batched update "
+              f"({row['run_updates_per_s']:.2f} run-updates/s); one fact-adaptive evaluation ({row['evaluation_sequences']} "
+              f"sequences per run) {row['evaluation_s']:.2f} s ({row['run_evaluations_per_s']:.2f} run-evaluations/s); "
+              f"peak {row['peak_memory_mb']:.0f} MB", flush=True)
     path = "results/benchmarks/usability.json"
     write_report(report, path, "benchmarks/bench_usability.py", vars(args), device, args.threads, time.perf_counter() - started)
 

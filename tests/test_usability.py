@@ -19,12 +19,10 @@ from factstore.mlp.modules import LinearMemory
 from factstore.transformer import rotary
 from factstore.usability import threshold
 from factstore.usability.task import (
-    IGNORE, JunkLengths, Vocabulary, gaussian_embeddings, mlp_fact_set, principal_projection, recall_sequences,
-    token_embeddings,
+    IGNORE, JunkLengths, Task, Vocabulary, gaussian_embeddings, gaussian_probe_task, make_task, mlp_fact_set,
+    principal_projection, recall_sequences, token_embeddings,
 )
-from factstore.usability.training import (
-    Probe, Task, TrainingSettings, build_runs, train_attention, usability,
-)
+from factstore.usability.training import Probe, TrainingSettings, build_runs, train_attention, usability
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -37,8 +35,7 @@ def small_task(n_facts=8, dim=16, n_junk=3, lengths=JunkLengths(1, 3, 1, 3), see
     else:
         keys, values = gaussian_embeddings(n_facts, dim, generator), gaussian_embeddings(n_facts, dim, generator)
     junk, query = gaussian_embeddings(n_junk, dim, generator), gaussian_embeddings(1, dim, generator)
-    scale = float(normalize_rows(keys).pow(2).mean(1).sqrt().mean())
-    task = Task(Vocabulary(n_facts, n_junk), token_embeddings(keys, values, junk, query), lengths, scale)
+    task, _ = make_task(keys, values, junk, query[0], lengths)
     return task, keys, values
 
 
@@ -52,7 +49,7 @@ def test_sequences_have_the_layout_junk_key_junk_query_value():
     fact_map = torch.randperm(10, generator=torch.Generator().manual_seed(1))
     facts = torch.arange(10).repeat(20)
     sequences = recall_sequences(facts, fact_map, vocabulary, lengths, torch.Generator().manual_seed(2))
-    junk = range(2 * 10, 2 * 10 + 4)
+    junk = range(10, 10 + 4)
     prefixes, suffixes = set(), set()
     for row in range(len(facts)):
         tokens = sequences.tokens[row].tolist()
@@ -63,7 +60,7 @@ def test_sequences_have_the_layout_junk_key_junk_query_value():
         assert all(t in junk for t in tokens[:key]), "the prefix is junk"
         assert all(t in junk for t in tokens[key + 1 : q]), "the suffix is junk"
         assert tokens[q] == vocabulary.query
-        assert tokens[q + 1] == 10 + int(fact_map[facts[row]]), "the value token follows Q"
+        assert tokens[q + 1] == int(fact_map[facts[row]]), "the value's fact token follows Q (keys and values tied)"
         assert sequences.lengths[row] == q + 2
         assert all(t == vocabulary.query for t in tokens[q + 2 :]), "right padding after the value"
     assert prefixes == set(range(2, 6)) and suffixes == set(range(1, 4)), "lengths cover their ranges, no more"
@@ -76,20 +73,22 @@ def test_loss_mask_is_exactly_the_query_position():
     scored = sequences.targets != IGNORE
     assert scored.sum(dim=1).eq(1).all()
     assert torch.equal(scored.float().argmax(dim=1), sequences.query_positions)
-    assert torch.equal(sequences.answers, 6 + fact_map)
+    assert torch.equal(sequences.answers, fact_map)
 
 
-def test_vocabulary_layout_and_embedding_table():
+def test_vocabulary_layout_and_embedding_tables():
     vocabulary = Vocabulary(n_facts=5, n_junk=2)
-    assert vocabulary.size == 13 and vocabulary.query == 12
+    assert vocabulary.size == 8 and vocabulary.query == 7, "keys and values tied: F + J + 1 tokens"
     keys, values = torch.randn(5, 4), torch.randn(5, 4)
     junk, query = torch.randn(2, 4), torch.randn(4)
-    table = token_embeddings(keys, values, junk, query)
-    assert table.shape == (13, 4) and table.dtype == torch.float32
-    assert torch.allclose(table[vocabulary.value(torch.tensor(2))], values[2])
-    facts = mlp_fact_set(keys, values, torch.arange(5))
+    inputs, outputs = token_embeddings(keys, values, junk, query)
+    assert inputs.shape == outputs.shape == (8, 4) and inputs.dtype == torch.float32
+    assert torch.allclose(inputs[vocabulary.key(torch.tensor(2))], keys[2])
+    assert torch.allclose(outputs[vocabulary.value(torch.tensor(2))], values[2])
+    assert torch.equal(inputs[5:], outputs[5:]), "junk and Q read and write the same rows"
+    facts = mlp_fact_set(keys, outputs, torch.arange(5))
     assert torch.allclose(facts.keys.norm(dim=1), torch.ones(5, dtype=torch.float64)), "MLP keys on the sphere"
-    assert torch.allclose(facts.values, values.double()), "MLP values are the value embeddings"
+    assert torch.equal(facts.values, outputs.double()), "the MLP decodes over the whole output table"
 
 
 def test_principal_projection_keeps_the_leading_subspace():
@@ -113,7 +112,8 @@ def test_rotary_scores_depend_on_the_distance_only():
 
 def test_query_position_forward_matches_the_full_forward():
     task, _, _ = small_task()
-    model = build_runs([task], [torch.nn.Linear(16, 16)], [torch.Generator().manual_seed(3)]).run_model(0)
+    model = build_runs([task], [torch.nn.Linear(16, 16)], [torch.Generator().manual_seed(3)],
+                       settings=TrainingSettings(positional="rope")).run_model(0)
     with torch.no_grad():
         model.attention.query.weight.mul_(50)  # sharp attention, so a masking error would show
     sequences = recall_sequences(torch.arange(8), torch.arange(8), task.vocabulary, task.lengths, torch.Generator().manual_seed(4))
@@ -127,15 +127,17 @@ def test_frozen_parts_stay_frozen_and_only_query_and_key_train():
     mlps = [torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.ReLU(), torch.nn.Linear(width, 16)).double()
             for width in (32, 8)]
     generators = [torch.Generator().manual_seed(seed) for seed in (0, 1)]
-    model = build_runs([task, task], mlps, generators)
+    model = build_runs([task, task], mlps, generators, swapped=mlps[::-1])
     frozen_before = {name: tensor.clone() for name, tensor in model.state_dict().items()
                      if not name.startswith(("query.", "key."))}
     trained_before = [tensor.clone() for tensor in (*model.query, *model.key)]
     assert {id(p) for p in model.parameters() if p.requires_grad} == {id(p) for p in (*model.query, *model.key)}
-    settings = TrainingSettings(learning_rate=0.05, max_steps=5, batch_size=4)
-    train_attention(model, [task, task], [torch.randperm(8), torch.randperm(8)], settings, generators)
+    settings = TrainingSettings(learning_rate=0.05, max_steps=5, batch_size=4, eval_every=2)
+    maps = [torch.randperm(8), torch.randperm(8)]
+    train_attention(model, [task, task], maps, maps[::-1], settings, generators)
     after = model.state_dict()
-    assert set(frozen_before) >= {"embeddings", "mlp_input_scales", "mlps.0.0.weight", "mlps.1.2.weight"}
+    assert set(frozen_before) >= {"embeddings", "decoders", "mlp_input_scales", "mlps.0.0.weight", "mlps.1.2.weight",
+                                  "swapped.0.0.weight"}
     for name, tensor in frozen_before.items():
         assert torch.equal(tensor, after[name]), f"{name} changed in training"
     for before, now in zip(trained_before, (*model.query, *model.key)):
@@ -180,20 +182,55 @@ def test_a_batched_run_computes_what_its_own_transformer_computes():
 
 def test_runs_trained_together_train_as_they_would_alone():
     tasks, mlps, maps = three_runs()
-    settings = TrainingSettings(learning_rate=0.02, max_steps=6, batch_size=4, patience=None)
+    swapped_maps = [fact_map.roll(1) for fact_map in maps]
+    settings = TrainingSettings(learning_rate=0.02, max_steps=9, batch_size=4, patience=4, eval_every=2,
+                                restart_after=3, restart_below=0.9, stop_accuracy=1.0)
     together_generators = [torch.Generator().manual_seed(30 + run) for run in range(3)]
-    together = build_runs(tasks, mlps, together_generators)
-    records = train_attention(together, tasks, maps, settings, together_generators, ceilings=[0.0, 1.0, 1.0])
+    together = build_runs(tasks, mlps, together_generators, settings=settings, swapped=mlps[::-1])
+    records = train_attention(together, tasks, maps, swapped_maps, settings, together_generators)
     for run in range(3):
         generator = [torch.Generator().manual_seed(30 + run)]
-        alone = build_runs([tasks[run]], [mlps[run]], generator)
-        record = train_attention(alone, [tasks[run]], [maps[run]], settings, generator, ceilings=[[0.0, 1.0, 1.0][run]])[0]
-        assert (record["steps"], record["epochs"], record["stop"]) == tuple(records[run][k] for k in ("steps", "epochs", "stop"))
+        alone = build_runs([tasks[run]], [mlps[run]], generator, settings=settings, swapped=[mlps[::-1][run]])
+        record = train_attention(alone, [tasks[run]], [maps[run]], [swapped_maps[run]], settings, generator)[0]
+        for key in ("steps", "stop", "restarts", "fact_adaptive_max", "fact_adaptive_max_step", "evaluations"):
+            assert record[key] == records[run][key], key
         assert torch.allclose(alone.query[0], together.query[run], atol=1e-6)
         assert torch.allclose(alone.key[0], together.key[run], atol=1e-6)
         assert torch.equal(generator[0].get_state(), together_generators[run].get_state()), "the same random draws"
-    # Run 0 reached its ceiling after one epoch (2 updates) and was not updated again.
-    assert records[0]["stop"] == "target" and records[0]["steps"] == 2 and records[1]["steps"] == 6
+    assert sum(record["restarts"] for record in records) > 0, "restarts happen (attention < 0.9 after 3 updates)"
+
+
+def test_training_stops_on_the_fact_adaptive_maximum():
+    """A swapped MLP that recalls its map exactly (a linear memory on orthonormal keys) makes the
+    run stop at the target, with the maximum recorded; one that answers the wrong map plateaus."""
+    task, keys, values = small_task(orthonormal=True)
+    first = torch.randperm(8, generator=torch.Generator().manual_seed(5))
+    second = first.roll(1)
+    memory, other = linear_memory(keys, values, first), linear_memory(keys, values, second)
+    settings = TrainingSettings(learning_rate=0.05, max_steps=400, batch_size=64, eval_every=10, patience=50,
+                                stop_accuracy=0.99)
+    generators = [torch.Generator().manual_seed(6), torch.Generator().manual_seed(7)]
+    model = build_runs([task, task], [memory, memory], generators, settings=settings, swapped=[other, memory])
+    using, ignoring = train_attention(model, [task, task], [first, first], [second, second], settings, generators)
+    assert using["stop"] == "target" and using["fact_adaptive_max"] >= 0.99
+    assert using["steps"] % 10 == 0 and using["fact_adaptive_max_step"] == using["steps"]
+    assert ignoring["stop"] == "plateau" and ignoring["fact_adaptive_max"] == 0.0
+
+
+def test_a_plateau_never_stops_a_run_before_its_restart_check():
+    """A run whose fact-adaptive accuracy is flat from the start (the swapped MLP answers the wrong
+    map) with patience shorter than the restart window runs until the restart check and restarts
+    when its attention is off the key, instead of stopping on the plateau first."""
+    task, keys, values = small_task(orthonormal=True)
+    first = torch.randperm(8, generator=torch.Generator().manual_seed(5))
+    memory = linear_memory(keys, values, first)
+    settings = TrainingSettings(learning_rate=1e-6, max_steps=200, batch_size=16, eval_every=5, patience=10,
+                                restart_after=30, restart_below=1.01, max_restarts=1)  # 1.01: always restart
+    generators = [torch.Generator().manual_seed(3)]
+    model = build_runs([task], [memory], generators, settings=settings, swapped=[memory])
+    record = train_attention(model, [task], [first], [first.roll(1)], settings, generators)[0]
+    assert record["restarts"] == 1 and record["stop"] == "plateau"
+    assert record["steps"] == 30 + 10, "restarted at 30 updates, then a plateau of 10 (no restart left)"
 
 
 def test_runs_of_different_shapes_are_refused():
@@ -226,7 +263,7 @@ def test_a_transformer_whose_facts_do_not_move_with_the_mlp_scores_at_chance():
     task, keys, values = small_task(orthonormal=True)
     first = torch.randperm(8, generator=torch.Generator().manual_seed(5))
     second = first.roll(1)  # a derangement of the first map: chance agreement is exactly 0
-    settings = TrainingSettings(learning_rate=0.02, max_steps=300, batch_size=64, eval_repeats=4)
+    settings = TrainingSettings(learning_rate=0.02, max_steps=300, batch_size=64, eval_repeats=4, eval_every=50)
     memory = linear_memory(keys, values, first)
     # "Swapping" in a module that still answers the first map: the facts live outside the swap.
     # Both probes train side by side in one batch; neither sees the other.
@@ -237,8 +274,39 @@ def test_a_transformer_whose_facts_do_not_move_with_the_mlp_scores_at_chance():
         Probe(task, memory, first, linear_memory(keys, values, second), second, torch.Generator().manual_seed(6)),
     ], settings)
     assert ignoring["plain_recall"] >= 0.95, "the Transformer learnt to read the memory"
-    assert ignoring["fact_adaptive"] == 0.0
-    assert using["fact_adaptive"] >= 0.95
+    assert ignoring["fact_adaptive"] == 0.0 and ignoring["fact_adaptive_max"] == 0.0
+    assert using["fact_adaptive"] >= 0.95 and using["fact_adaptive_max"] >= 0.95
+
+
+class OneHotOnKey(torch.nn.Module):
+    """Attention that puts all its weight on the key: the normalised key token's row."""
+
+    def forward(self, table, tokens, query_positions):
+        key_positions = (tokens < self.n_facts).float().argmax(dim=1)  # the first fact token
+        return table[tokens[torch.arange(len(tokens)), key_positions]]
+
+    def __init__(self, n_facts):
+        super().__init__()
+        self.n_facts = n_facts
+
+
+@pytest.mark.parametrize("method", ["ntk", "ed_gated"])
+@pytest.mark.parametrize("output_norm", ["unit", "rms"])
+def test_one_hot_attention_on_the_key_recalls_what_the_mlp_stores_alone(method, output_norm):
+    """The in-Transformer accuracy with attention one-hot on the key equals the MLP's standalone
+    accuracy over the same decoding table: the Transformer decodes what the MLP was built on."""
+    from factstore.experiments.usability import build_mlp
+    from factstore.mlp.modules import module_accuracy
+    from factstore.usability.training import recall_accuracy
+
+    task, (facts, _) = gaussian_probe_task(48, 16, 5, JunkLengths(2, 4, 2, 4), torch.Generator().manual_seed(8))
+    params = {"ntk_degree": 2, "gd": {"learning_rate": 0.03, "max_steps": 1, "patience": 1}}
+    for size in (8, 64, 512) if method == "ntk" else (4, 8, 16):
+        mlp, _ = build_mlp(method, facts, size, torch.Generator().manual_seed(size), params)
+        model = build_runs([task], [mlp], [torch.Generator()], settings=TrainingSettings(output_norm=output_norm)).run_model(0)
+        model.attention = OneHotOnKey(task.vocabulary.n_facts)
+        inside = recall_accuracy(model, task, facts.fact_map, torch.Generator().manual_seed(9))
+        assert inside == pytest.approx(module_accuracy(mlp, facts), abs=1 / 48 + 1e-9), (size, inside)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,6 +330,7 @@ def test_threshold_rules_locate_a_clean_step():
 # ---------------------------------------------------------------------------------------------
 
 PASSING = {
+    "attending_fraction": 0.9,
     "usable_found_fraction": 1.0, "usable_over_standalone_max": 1.5,
     "whitening_moderate_accuracy_min": 0.995, "whitening_full_drop_min": 0.2, "whitening_moderate_capacity_gain_min": 1.3,
     "lipschitz_usable_fraction_above": 0.1, "lipschitz_fraction_below_threshold": 0.6, "lipschitz_logistic_slope": -3.0,
@@ -288,6 +357,8 @@ def test_each_check_of_the_usability_claims_can_fail(claim_id):
         flipped = PASSING | {check["metric"]: FAILING[check["metric"]]}
         assert status(flipped) == "FAIL", f"{claim_id}: {check['metric']} does not flip"
     assert status(PASSING | {claim["checks"][0]["metric"]: math.nan}) == "FAIL", "an unmeasured metric fails"
+    for gate in claim.get("gates", []):
+        assert status(PASSING | {gate["metric"]: 0.1}) == "UNTESTABLE", f"{claim_id}: gate {gate['metric']} does not flip"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,3 +376,47 @@ def test_smoke_config_plans_every_usability_figure():
     assert done.returncode == 0, done.stderr[-2000:]
     smoke = yaml.safe_load((REPOSITORY / "config/smoke.yaml").read_text())
     assert set(smoke["usability"]["capacity"]["log2_facts"]) <= set(smoke["mlp"]["capacity"]["log2_facts"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The study's measurements (usability/summary.py) on hand-made tables
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lipschitz_threshold_is_located_within_each_whitening_family():
+    """Two families on different Lipschitz scales, each failing above its own threshold: pooled,
+    no MLP is usable above its family's threshold, although family b's usable MLPs lie above
+    family a's threshold (a threshold over both would mix them)."""
+    from factstore.usability.summary import lipschitz_metrics
+
+    rows = [{"kind": "real", "method": method, "standalone_swapped": 1.0, "lipschitz_relative": scale * lipschitz,
+             "fact_adaptive_max": accuracy}
+            for method, scale in (("a", 1.0), ("b", 100.0))
+            for lipschitz, accuracy in ((1, 1.0), (2, 1.0), (3, 0.995), (5, 0.5), (8, 0.2))]
+    rows.append({"kind": "real", "method": "a", "standalone_swapped": 0.5, "lipschitz_relative": 0.1,
+                 "fact_adaptive_max": 0.0})  # does not store on its own: left out
+    metrics = {name: value for name, value, _, _ in lipschitz_metrics(pd.DataFrame(rows), 0.99, "lipschitz_relative")}
+    assert metrics["lipschitz_threshold"] == 5.0
+    assert metrics["lipschitz_usable_fraction_above"] == 0.0
+    assert metrics["lipschitz_fraction_below_threshold"] == pytest.approx(0.6)
+    pooled = threshold.usable_fraction([r["lipschitz_relative"] for r in rows[:-1]],
+                                       [r["fact_adaptive_max"] for r in rows[:-1]], 0.99, 5.0)
+    assert pooled == pytest.approx(3 / 7), "one threshold over both families reads family b's usable MLPs above it"
+
+
+def test_usable_ratio_is_over_the_constructions_with_gd_beside_it():
+    from factstore.usability.summary import usable_metrics, usable_table
+
+    capacity_table = pd.DataFrame([
+        {"method": method, "d": 8, "F": 64, "replicate": seed, "usable_params": params * (1 + seed),
+         "found": True, "best_fact_adaptive": 1.0}
+        for method, params in (("ntk", 200.0), ("ed_gated", 100.0), ("gd_gated", 1000.0)) for seed in range(2)])
+    standalone = pd.DataFrame([{"method": m, "d": 8, "F": 64, "target": 0.99, "n_params": 100.0, "stored": True}
+                               for m in ("ntk", "ed_gated", "gd_gated")])
+    probes = pd.DataFrame({"plain_recall": [1.0], "fact_adaptive": [1.0], "attention_on_key": [0.9], "restarts": [0]})
+    usable = usable_table(capacity_table, standalone, 0.99, 2)
+    metrics = {name: (value, error) for name, value, _, error in usable_metrics(capacity_table, usable, probes, 0.99)}
+    assert metrics["usable_over_standalone_max"][0] == pytest.approx(3.0), "ntk: mean of 200 and 400 over 100"
+    assert metrics["usable_over_standalone_max"][1] == pytest.approx(1.0), "its standard error over the two seeds"
+    assert metrics["usable_over_standalone_max_gd"][0] == pytest.approx(15.0)
+    assert metrics["usable_found_fraction"][0] == 1.0 and metrics["attending_fraction"][0] == 1.0

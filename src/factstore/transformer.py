@@ -5,14 +5,18 @@ nanoGPT-style and small enough to read in one sitting; the usability study train
 (factstore.editing.model) reuses its attention, norms and RoPE around a two-expert MLP slot.
 For a batch of token ids (B, T):
 
-    x = E[tokens]                                   tied, frozen token embeddings E (V, d)
-    a = Attention(rms(x))                           causal, RoPE; only query and key train;
-                                                    value and output maps frozen to the identity
+    x = E[tokens]                                   frozen token embeddings E (V, d)
+    a = Attention(rms(x))                           causal, RoPE or no positional encoding; only
+                                                    query and key train; value and output maps
+                                                    frozen to the identity
     m = MLP(s * rms(a))                             frozen MLP, frozen scalar RMS norm before it
-    logits = rms(m) E^T                             the tied embeddings decode (over all V tokens)
+    logits = norm(m) D^T                            the output table D (V, d) decodes over all V
+                                                    tokens (D = E when tied, the default)
 
 with rms(z) = z / sqrt(mean(z^2)) (no gain) and no residual around the attention or the MLP
-(both switchable). The MLP-norm scale s is the mean RMS of the MLP's keys, so an attention
+(both switchable). norm is rms (logits ~ sqrt(d) x cosine for unit-scale D) or unit, z / ||z||
+(cosine logits for unit-norm D, the follow-up code's `unit_rmsnorm` before its lm_head); the
+argmax, hence every accuracy, is the same under both. The MLP-norm scale s is the mean RMS of the MLP's keys, so an attention
 output that copies one key embedding reaches the MLP exactly as the key the MLP was built on
 (unit-norm keys: s = 1 / sqrt(d)). Nothing about the MLP is assumed but `mlp(x)`: (N, d) -> (N, d).
 
@@ -47,13 +51,16 @@ class ScalarRMSNorm(nn.Module):
         return rms_normalise(x) * self.scale
 
 
-def rotary(x: Tensor, positions: Tensor, base: float = 10_000.0) -> Tensor:
+def rotary(x: Tensor, positions: Tensor, base: float | None = 10_000.0) -> Tensor:
     """Rotary position embedding (RoPE) of the last dimension of x at integer `positions`.
 
     x: (..., T, d) with d even; positions: broadcastable to (..., T). Coordinate pairs
     (x_i, x_{i + d/2}) are rotated by the angle position * base^(-2i / d), so the dot product
     of a rotated query and a rotated key depends on their positions only through their distance.
+    base None: no positional encoding (x returned as it is; the follow-up code's usability protocol).
     """
+    if base is None:
+        return x
     half = x.shape[-1] // 2
     if 2 * half != x.shape[-1]:
         raise ValueError(f"RoPE needs an even head dimension, got {x.shape[-1]}")
@@ -65,8 +72,8 @@ def rotary(x: Tensor, positions: Tensor, base: float = 10_000.0) -> Tensor:
 
 
 def attention_at(queries: Tensor, keys: Tensor, inputs: Tensor, query_positions: Tensor, n_head: int = 1,
-                 rope_base: float = 10_000.0) -> Tensor:
-    """Causal RoPE attention of ONE query per sequence: (N, d) mixed inputs.
+                 rope_base: float | None = 10_000.0) -> Tensor:
+    """Causal RoPE attention of ONE query per sequence: (N, d) mixed inputs (rope_base None: no RoPE).
 
     queries: (N, d), the query of sequence n at position query_positions[n]; keys, inputs: (N, T, d)
     at positions 0..T-1. Positions after the query are masked (padding there is never read). Heads
@@ -99,7 +106,7 @@ class CausalSelfAttention(nn.Module):
     without bias, or small MLPs (`projection_mlp`) when projection_hidden is given.
     """
 
-    def __init__(self, dim: int, n_head: int = 1, rope_base: float = 10_000.0,
+    def __init__(self, dim: int, n_head: int = 1, rope_base: float | None = 10_000.0,
                  projection_hidden: int | None = None) -> None:
         super().__init__()
         if dim % n_head:
@@ -155,6 +162,18 @@ class CausalSelfAttention(nn.Module):
         return scores.masked_fill(~visible, float("-inf")).softmax(dim=-1)
 
 
+OUTPUT_NORMS = ("rms", "unit")
+
+
+def output_normalise(x: Tensor, kind: str) -> Tensor:
+    """The norm before the decoding table: rms_normalise (norm sqrt(d)) or unit L2 norm."""
+    if kind == "rms":
+        return rms_normalise(x)
+    if kind == "unit":
+        return functional.normalize(x, dim=-1)
+    raise ValueError(f"output norm must be one of {OUTPUT_NORMS}, got {kind!r}")
+
+
 def frozen_copy(module: nn.Module, dtype: torch.dtype = torch.float32) -> nn.Module:
     """A copy of `module` in `dtype` with every parameter frozen (requires_grad False)."""
     module = copy.deepcopy(module).to(dtype)
@@ -166,18 +185,26 @@ def frozen_copy(module: nn.Module, dtype: torch.dtype = torch.float32) -> nn.Mod
 class FactTransformer(nn.Module):
     """One Transformer layer whose MLP slot holds a frozen fact-storing MLP (module docstring).
 
-    embeddings: (V, d) token embeddings, tied between input and output and frozen.
+    embeddings: (V, d) input token embeddings, frozen. output_embeddings: (V, d) the frozen
+        decoding table (None: tied to the input embeddings).
     mlp: any module mapping (N, d) -> (N, d); stored as a frozen float32 copy (`swap_mlp`
         replaces it). mlp_input_scale: the frozen scale s of the RMS norm before the MLP.
+    rope_base: None for no positional encoding. output_norm: 'rms' | 'unit' (module docstring).
     """
 
     def __init__(
         self, embeddings: Tensor, mlp: nn.Module, mlp_input_scale: float, n_head: int = 1,
-        rope_base: float = 10_000.0, attention_residual: bool = False, mlp_residual: bool = False,
+        rope_base: float | None = 10_000.0, attention_residual: bool = False, mlp_residual: bool = False,
+        output_embeddings: Tensor | None = None, output_norm: str = "rms",
     ) -> None:
         super().__init__()
         dim = embeddings.shape[1]
         self.embedding = nn.Embedding.from_pretrained(embeddings.detach().float().clone(), freeze=True)
+        decoder = embeddings if output_embeddings is None else output_embeddings
+        if decoder.shape != embeddings.shape:
+            raise ValueError(f"output table {tuple(decoder.shape)} differs from input table {tuple(embeddings.shape)}")
+        self.register_buffer("decoder", decoder.detach().float().clone())
+        self.output_norm = output_norm
         self.attention = CausalSelfAttention(dim, n_head, rope_base)
         self.mlp_norm = ScalarRMSNorm(mlp_input_scale)
         self.mlp = frozen_copy(mlp)
@@ -202,7 +229,7 @@ class FactTransformer(nn.Module):
         stored = self.mlp(self.mlp_norm(mixed).reshape(-1, shape[-1])).reshape(shape)
         if self.mlp_residual:
             stored = stored + mixed
-        return rms_normalise(stored) @ self.embedding.weight.T
+        return output_normalise(stored, self.output_norm) @ self.decoder.T
 
 
 def attention_logit_scale(model: FactTransformer) -> float:

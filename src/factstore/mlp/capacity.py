@@ -327,3 +327,22 @@ def _build_at(
         return None, None
     generator.set_state(state)
     return method.make(fact_set, width, generator, value_targets, **options)
+
+
+def smallest_width_configured(
+    method: str, fact_set: FactSet, target: float, generator: torch.Generator, search: dict, protocol,
+    degree: int, value_targets: Tensor | None = None, device: torch.device | str = "cpu",
+) -> WidthSearch:
+    """smallest_width with a study's configured caps: the smallest size of `method` storing
+    `target` of fact_set, with its module (an NTK's at the cap when the target is not reached).
+
+    search: {ntk_max_width, gd_max_width, growth, resolution} (the fact-storing-MLP study's
+    search settings); protocol: the gd.Protocol of a trained method; degree: an NTK's Hermite
+    degree; value_targets: what a construction emits per value (default: the method's own)."""
+    entry = get_method(method)
+    if entry.search == "trained":
+        return smallest_widths(method, fact_set, [target], generator, high=search["gd_max_width"],
+                               growth=search["growth"], resolution=search["resolution"], protocol=protocol,
+                               device=device)[target]
+    options = {"degree": degree, "high": search["ntk_max_width"]} if entry.search == "unit_prefix" else {}
+    return smallest_widths(method, fact_set, [target], generator, value_targets=value_targets, **options)[target]

@@ -1,30 +1,35 @@
 """The recall task `<junk prefix> key <junk suffix> Q value` (SPEC S0 "Usability"; the seed's SSFR).
 
-Vocabulary layout for F facts and J junk tokens (`Vocabulary`):
+Vocabulary layout for F facts and J junk tokens (`Vocabulary`), keys and values TIED into one
+set of fact tokens as in the follow-up paper's code (vocabulary F + J + 1):
 
-    [0, F)            key tokens        [F, 2F)           value tokens
-    [2F, 2F + J)      junk tokens       2F + J            the query token Q
+    [0, F)            fact tokens       [F, F + J)        junk tokens       F + J     the query token Q
 
-A sequence for key i is: a junk prefix (length uniform in [prefix_min, prefix_max]), key i, a
-junk suffix (length uniform in [suffix_min, suffix_max]), Q, then the value token F + f(i).
+Fact token i is read through its key embedding k_i (the input table) and written through its
+value embedding v_i (the output table, which decodes): a sequence for key i is a junk prefix
+(length uniform in [prefix_min, prefix_max]), fact token i, a junk suffix (length uniform in
+[suffix_min, suffix_max]), Q, then fact token f(i).
 The model is scored only on its prediction AT Q (the next token is the value): the loss mask
 (`targets` != IGNORE) is True at exactly that position. Sequences of a batch are right-padded
 with Q tokens after the value; padding comes after the scored position, so a causal model never
 sees it.
 
-Embeddings (`token_embeddings`) stack keys, values, junk and Q into one (V, d) table; the MLP the
-Transformer hosts is built on `mlp_fact_set`: keys = the key embeddings projected to the unit
-sphere, values = the value embeddings as they are.
+Embeddings (`token_embeddings`): an input table [keys; junk; Q] and an output table
+[values; junk; Q], both (V, d). The MLP the Transformer hosts is built, searched and checked on
+`mlp_fact_set`: keys = the key embeddings projected to the unit sphere, values = the WHOLE output
+table the Transformer decodes over (so the MLP's standalone accuracy is the accuracy a
+Transformer attending one-hot on the key gets, not an accuracy over the F values alone).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from factstore.facts import FactSet, normalize_rows
+from factstore.facts import FactSet, conditioned_embeddings, normalize_rows
 
 IGNORE = -100
 """Target of every position that is not scored (torch's cross-entropy ignore_index)."""
@@ -39,20 +44,22 @@ class Vocabulary:
 
     @property
     def size(self) -> int:
-        return 2 * self.n_facts + self.n_junk + 1
+        return self.n_facts + self.n_junk + 1
 
     @property
     def query(self) -> int:
-        return 2 * self.n_facts + self.n_junk
+        return self.n_facts + self.n_junk
 
     def key(self, index: Tensor) -> Tensor:
+        """The fact token read as key `index` (tied: fact token i)."""
         return index
 
     def value(self, index: Tensor) -> Tensor:
-        return index + self.n_facts
+        """The fact token written as value `index` (tied: the same fact token i)."""
+        return index
 
     def junk(self, index: Tensor) -> Tensor:
-        return index + 2 * self.n_facts
+        return index + self.n_facts
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,23 @@ class JunkLengths:
     def max_length(self) -> int:
         """Longest sequence: prefix, key, suffix, Q, value."""
         return self.prefix_max + self.suffix_max + 3
+
+
+@dataclass(frozen=True)
+class Task:
+    """One instance of the recall task: the vocabulary, its token tables and the junk lengths.
+
+    embeddings: (vocabulary.size, d) float32, the frozen input table; decoder: (vocabulary.size,
+    d) float32, the frozen output table the Transformer decodes over (token_embeddings).
+    mlp_input_scale: the frozen scale of the RMS norm before the MLP (the mean RMS of the MLP's
+    keys: 1 / sqrt(d) for unit keys).
+    """
+
+    vocabulary: Vocabulary
+    embeddings: Tensor
+    decoder: Tensor
+    lengths: JunkLengths
+    mlp_input_scale: float
 
 
 @dataclass(frozen=True)
@@ -129,17 +153,21 @@ def recall_sequences(
     return Sequences(tokens, targets, query_positions, query_positions + 2, facts)
 
 
-def token_embeddings(keys: Tensor, values: Tensor, junk: Tensor, query: Tensor) -> Tensor:
-    """(2F + J + 1, d) float32 table in the Vocabulary's order: keys (F, d) as they are (the
-    Transformer's key tokens are NOT normalised; the MLP's keys are), values (F, d), junk (J, d),
-    query (d,)."""
-    return torch.cat([keys, values, junk, query.reshape(1, -1)]).to(torch.float32)
+def token_embeddings(keys: Tensor, values: Tensor, junk: Tensor, query: Tensor) -> tuple[Tensor, Tensor]:
+    """(input table, output table), each (F + J + 1, d) float32 in the Vocabulary's order: the
+    input table [keys (F, d) as they are (the Transformer's key tokens are NOT normalised; the
+    MLP's keys are); junk (J, d); query (d,)], the output table [values (F, d); junk; query]."""
+    rest = [junk, query.reshape(1, -1)]
+    return torch.cat([keys, *rest]).to(torch.float32), torch.cat([values, *rest]).to(torch.float32)
 
 
-def mlp_fact_set(keys: Tensor, values: Tensor, fact_map: Tensor, name: str = "") -> FactSet:
-    """The facts the hosted MLP stores: the key embeddings projected to the unit sphere, the value
-    embeddings as they are, in float64 (constructions run in float64)."""
-    return FactSet(normalize_rows(keys.to(torch.float64)), values.to(torch.float64), fact_map.to(torch.long), name)
+def mlp_fact_set(keys: Tensor, decoding_table: Tensor, fact_map: Tensor, name: str = "") -> FactSet:
+    """The facts the hosted MLP stores: the key embeddings (F, d) projected to the unit sphere,
+    and as values the whole decoding table (V, d) the Transformer decodes over (token_embeddings'
+    output table: fact i's value is row i, junk and Q rows compete in every argmax), in float64
+    (constructions run in float64). fact_map: (F,) fact tokens in [0, F)."""
+    return FactSet(normalize_rows(keys.to(torch.float64)), decoding_table.to(torch.float64), fact_map.to(torch.long),
+                   name)
 
 
 def gaussian_embeddings(n: int, dim: int, generator: torch.Generator) -> Tensor:
@@ -159,3 +187,65 @@ def principal_projection(tables: list[Tensor], dim: int) -> list[Tensor]:
     _, _, right = torch.linalg.svd(torch.cat(tables), full_matrices=False)
     basis = right[:dim].T  # (D, dim)
     return [table @ basis for table in tables]
+
+
+def make_task(keys: Tensor, values: Tensor, junk: Tensor, query: Tensor, lengths: JunkLengths):
+    """(task, decoding table): the recall task on these embeddings (keys, values (F, d), junk
+    (J, d), query (d,)); the MLP-norm scale is the mean RMS of the unit keys. The decoding table
+    (V, d) float64 is the output table, the values every hosted MLP is built against."""
+    inputs, outputs = token_embeddings(keys, values, junk, query)
+    unit_keys = normalize_rows(keys.to(torch.float64))
+    scale = float(unit_keys.pow(2).mean(dim=1).sqrt().mean())
+    return Task(Vocabulary(len(keys), len(junk)), inputs, outputs, lengths, scale), outputs.to(torch.float64)
+
+
+def two_maps(n_facts: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """The map the Transformer trains with and the NEW map of the swapped MLP (random permutations)."""
+    return torch.randperm(n_facts, generator=generator), torch.randperm(n_facts, generator=generator)
+
+
+def probe_task(keys: Tensor, values: Tensor, junk: Tensor, query: Tensor, lengths: JunkLengths,
+               maps: tuple[Tensor, Tensor], name: str = ""):
+    """(task, (fact set trained with, fact set swapped in)) on these embeddings: both fact sets
+    share the unit keys and the whole decoding table, and differ in their map (maps)."""
+    task, table = make_task(keys, values, junk, query, lengths)
+    return task, tuple(mlp_fact_set(keys, table, fact_map, name) for fact_map in maps)
+
+
+def gaussian_probe_task(n_facts: int, dim: int, n_junk: int, lengths: JunkLengths, generator: torch.Generator):
+    """probe_task on Gaussian keys, values, junk and Q (gaussian_embeddings) with two random maps."""
+    keys, values = gaussian_embeddings(n_facts, dim, generator), gaussian_embeddings(n_facts, dim, generator)
+    junk, query = gaussian_embeddings(n_junk, dim, generator), gaussian_embeddings(1, dim, generator)
+    return probe_task(keys, values, junk, query[0], lengths, two_maps(n_facts, generator), "spherical")
+
+
+def real_embeddings(path, n_junk: int, dim: int, n_facts: int | None) -> tuple[Tensor, ...]:
+    """(keys, values, junk, query) from the MiniLM archive of the fact-storing-MLP study.
+
+    Facts are the sampled books with an author no other sampled book has (so no two value rows
+    coincide); junk and Q are further book-title embeddings (the real distribution, not isotropic
+    noise). All rows are projected on the top `dim` principal directions (principal_projection).
+    """
+    with np.load(path, allow_pickle=False) as archive:
+        keys, values, authors = (torch.as_tensor(archive["keys"]), torch.as_tensor(archive["values"]),
+                                 archive["authors"])
+    _, first, counts = np.unique(authors, return_index=True, return_counts=True)
+    unique = np.sort(first[counts == 1])
+    extra = np.setdiff1d(np.arange(len(keys)), unique)
+    if len(extra) < n_junk + 1:  # not enough spare titles: take the last facts' titles
+        extra, unique = np.concatenate([extra, unique[-(n_junk + 1 - len(extra)):]]), unique[:-(n_junk + 1 - len(extra))]
+    facts = unique if n_facts is None else unique[:n_facts]
+    spare = extra[: n_junk + 1]
+    projected = principal_projection([keys[facts], values[facts], keys[spare]], dim)
+    return projected[0], projected[1], projected[2][:n_junk], projected[2][n_junk]
+
+
+def anisotropic_embeddings(n_facts: int, dim: int, kappa: float, n_junk: int,
+                           generator: torch.Generator) -> tuple[Tensor, ...]:
+    """(keys, values, junk, query): anisotropic keys and values (condition number kappa,
+    facts.conditioned_embeddings, rows of norm ~1 like the Gaussian ones), isotropic Gaussian junk
+    and Q."""
+    keys = conditioned_embeddings(n_facts, dim, kappa, generator)
+    values = conditioned_embeddings(n_facts, dim, kappa, generator)
+    junk, query = gaussian_embeddings(n_junk, dim, generator), gaussian_embeddings(1, dim, generator)
+    return keys, values, junk, query[0]

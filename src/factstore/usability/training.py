@@ -1,23 +1,27 @@
 """Training the Transformer to read a frozen MLP, and the fact-adaptive ("usability") evaluation.
 
-Only the attention's query and key maps train (AdamW on the cross-entropy of the prediction at Q
-over the whole vocabulary). An epoch shows every fact once, each in a fresh random junk context,
-in batches of `batch_size` sequences (at the default scale one batch holds a whole fact set).
-Training stops at the end of the first epoch whose recall reaches the stop accuracy, capped by
-what the hosted MLP stores on its own (a Transformer cannot recall more facts through an MLP
-than the MLP stores, unless it memorises around it), when no epoch has beaten the best recall for
-`patience` updates (a plateau), or after max_steps updates.
-
-Usability (the seed's "fact-adaptive accuracy"): after training, an MLP built the same way for
-a NEW random fact map on the same embeddings replaces the one trained with, and recall is
-measured for the new map. Attention that learnt to route the key into the MLP transfers; attention
-that memorised facts around the MLP does not. Plain recall (the trained MLP, the trained map,
-fresh junk) is reported beside it.
+The protocol follows the follow-up paper's public code (HazyResearch/hebbian-mlps, its
+attention training around an inserted MLP), each part a setting (`TrainingSettings`):
+- only the attention's query and key maps train: AdamW (weight decay on W_q and W_k, the only
+  trained weights), on the cross-entropy of the prediction at Q over the whole vocabulary;
+- every update draws `batch_size` facts WITH replacement, each in fresh random junk;
+- every `eval_every` updates, the FACT-ADAPTIVE accuracy is measured (the seed's criterion): the
+  MLP swapped in, built the same way for a NEW random fact map on the same embeddings, replaces
+  the one trained with, and recall of the new map is scored over `eval_repeats` x F fresh
+  sequences (every fact in eval_repeats fresh contexts). Attention that learnt to route the key
+  into the MLP transfers; attention that memorised facts around the MLP does not. The run keeps
+  the maximum over these evaluations (`fact_adaptive_max`, the seed's "maximum fact-adaptive
+  accuracy") and stops when it reaches `stop_accuracy`, when it has not improved for `patience`
+  updates (a plateau; not before the restart check below while a restart is left), or after
+  `max_steps` updates;
+- a run whose attention on the key is still below `restart_below` `restart_after` updates after
+  its (re)start is restarted from a new initialisation (at most `max_restarts` times; counted):
+  a run stuck attending to junk says nothing about the MLP it hosts.
 
 Probes that share their shapes (one fact count, junk vocabulary and dimension) train side by side
 as one RunBatch (factstore.usability.run_batch): one batched attention computation and one
 optimizer step per update for all of them, each run drawing from its own generator and stopping on
-its own, so a probe's result does not depend on the batch it ran in.
+its own, so a probe's result does not depend on the batch it ran in (up to summation order).
 """
 
 from __future__ import annotations
@@ -32,47 +36,49 @@ from torch.nn import functional
 from factstore.training import adamw_with_warmup, check_finite
 from factstore.transformer import FactTransformer, rms_normalise
 from factstore.usability.run_batch import RunBatch
-from factstore.usability.task import JunkLengths, Sequences, Vocabulary, recall_sequences
+from factstore.usability.task import Sequences, Task, recall_sequences
 
 
 @dataclass(frozen=True)
 class TrainingSettings:
-    """AdamW on the query and key maps, early stopping at the end of an epoch (module docstring)."""
+    """The attention-training protocol (module docstring); defaults: the follow-up code's values
+    where it has one (batch 1,280, lr 2e-4, weight decay 0.1, evaluations every 100 updates, no
+    positional encoding, cosine logits)."""
 
-    learning_rate: float = 1e-2
+    learning_rate: float = 2e-4
     warmup_steps: int = 0  # the learning rate rises linearly from 0 over these first updates
-    weight_decay: float = 0.0
-    batch_size: int = 1024
-    max_steps: int = 1000
-    patience: int | None = None  # also stop when no epoch beat the best recall for this many updates
-    stop_accuracy: float = 1.0
-    eval_repeats: int = 2  # fresh junk contexts per fact when recall is measured
+    weight_decay: float = 0.1  # on W_q and W_k (the only trained weights)
+    batch_size: int = 1280  # sequences per update, facts drawn with replacement
+    max_steps: int = 4000
+    patience: int | None = None  # stop when fact_adaptive_max has not improved for this many updates
+    stop_accuracy: float = 1.0  # stop once fact_adaptive_max reaches it
+    eval_every: int = 100  # updates between fact-adaptive evaluations
+    eval_repeats: int = 4  # fresh junk contexts per fact in every evaluation (>= 4F sequences)
+    restart_after: int = 100  # updates after a (re)start at which attention on the key is checked
+    restart_below: float = 0.5  # ... and the run restarted if it is below this
+    max_restarts: int = 2
+    positional: str = "none"  # 'none' (the follow-up code) or 'rope'
+    output_norm: str = "unit"  # 'unit': cosine logits (the follow-up code); 'rms': sqrt(d) x cosine
 
-
-@dataclass(frozen=True)
-class Task:
-    """One instance of the recall task: the vocabulary, its token embeddings and the junk lengths.
-
-    embeddings: (vocabulary.size, d) float32, the Transformer's tied frozen table.
-    mlp_input_scale: the frozen scale of the RMS norm before the MLP (the mean RMS of the MLP's
-    keys: 1 / sqrt(d) for unit keys).
-    """
-
-    vocabulary: Vocabulary
-    embeddings: Tensor
-    lengths: JunkLengths
-    mlp_input_scale: float
+    @property
+    def rope_base(self) -> float | None:
+        if self.positional not in ("none", "rope"):
+            raise ValueError(f"positional must be 'none' or 'rope', got {self.positional!r}")
+        return 10_000.0 if self.positional == "rope" else None
 
 
 def build_runs(tasks: list[Task], mlps: list[nn.Module], generators: list[torch.Generator],
-               device: torch.device | str = "cpu", n_head: int = 1, rope_base: float = 10_000.0) -> RunBatch:
-    """A RunBatch with one run per task, run r hosting mlps[r], its query and key maps drawn from
-    generators[r]. The tasks must share their vocabulary and dimension (the batch's shapes)."""
+               device: torch.device | str = "cpu", settings: TrainingSettings = TrainingSettings(),
+               swapped: list[nn.Module] | None = None, n_head: int = 1) -> RunBatch:
+    """A RunBatch with one run per task, run r hosting mlps[r] (and swapped[r] for the
+    fact-adaptive evaluation), its query and key maps drawn from generators[r]. The tasks must
+    share their vocabulary and dimension (the batch's shapes)."""
     shapes = {(task.vocabulary, tuple(task.embeddings.shape)) for task in tasks}
     if len(shapes) != 1:
         raise ValueError(f"runs batched together need one vocabulary and embedding shape, got {sorted(map(str, shapes))}")
-    embeddings = torch.stack([task.embeddings for task in tasks])
-    model = RunBatch(embeddings, mlps, [task.mlp_input_scale for task in tasks], generators, n_head, rope_base)
+    model = RunBatch(torch.stack([task.embeddings for task in tasks]), torch.stack([task.decoder for task in tasks]),
+                     mlps, [task.mlp_input_scale for task in tasks], generators, n_head, settings.rope_base,
+                     settings.output_norm, swapped)
     return model.to(device)
 
 
@@ -87,72 +93,109 @@ def _stacked(sequences: list[Sequences], pad_token: int, device: torch.device) -
     return tokens.to(device), query_positions.to(device), answers.to(device)
 
 
-def train_attention(
-    model: RunBatch, tasks: list[Task], fact_maps: list[Tensor], settings: TrainingSettings,
-    generators: list[torch.Generator], ceilings: list[float] | None = None,
-) -> list[dict]:
-    """Train every run's query and key maps: run r to predict value fact_maps[r][i] at Q after key i.
+@torch.no_grad()
+def batched_recall(model: RunBatch, runs: list[int], tasks: list[Task], fact_maps: list[Tensor],
+                   generators: list[torch.Generator], repeats: int, swapped: bool, batch_size: int = 4096) -> list[float]:
+    """Recall of `runs` (one accuracy each): every fact in `repeats` fresh contexts, through the
+    MLPs trained with or (swapped) the MLPs swapped in, scored against fact_maps[run]."""
+    vocabulary, device = tasks[runs[0]].vocabulary, model.embeddings.device
+    correct = torch.zeros(len(runs), device=device)
+    facts = torch.arange(vocabulary.n_facts).repeat(repeats)
+    for batch in facts.split(batch_size):
+        sequences = [recall_sequences(batch, fact_maps[run], vocabulary, tasks[run].lengths, generators[run])
+                     for run in runs]
+        tokens, query_positions, answers = _stacked(sequences, vocabulary.query, device)
+        correct += (model(runs, tokens, query_positions, swapped).argmax(dim=2) == answers).sum(dim=1)
+    return (correct / len(facts)).tolist()
 
-    Run r draws its epochs' orders and junk from generators[r] only, so it makes the same draws,
-    and (up to floating-point summation order) the same updates, as if it trained alone. The runs
-    share epoch boundaries (one fact count, one batch size). ceilings[r]: run r's hosted MLP's own
-    accuracy; run r stops once an epoch's recall reaches min(settings.stop_accuracy, ceilings[r]),
-    or on a plateau, and is left out of every later update. Returns one record per run: {steps,
-    epochs, seconds (wall time of the batch when the run stopped), train_accuracy (its last
-    epoch's, measured on the batches before each update), stop ('target' | 'plateau' |
-    'max_steps'), loss (its last batch's)}.
+
+def train_attention(
+    model: RunBatch, tasks: list[Task], fact_maps: list[Tensor], swapped_maps: list[Tensor],
+    settings: TrainingSettings, generators: list[torch.Generator],
+) -> list[dict]:
+    """Train every run's query and key maps: run r to predict fact token fact_maps[r][i] at Q after
+    key i, evaluating its fact-adaptive accuracy (model.swapped[r], swapped_maps[r]) every
+    settings.eval_every updates and at its last update (module docstring).
+
+    Run r draws its facts, junk and restarts from generators[r] only, so it makes the same draws,
+    and (up to floating-point summation order) the same updates, as if it trained alone. Returns
+    one record per run: {steps (updates, restarts included), seconds (wall time of the batch when
+    the run stopped), stop ('target' | 'plateau' | 'max_steps'), restarts, fact_adaptive_max,
+    fact_adaptive_max_step, fact_adaptive_last (its last evaluation), evaluations, loss and
+    train_accuracy (its last batch's)}.
     """
     runs = model.size
-    ceilings = [1.0] * runs if ceilings is None else ceilings
-    if not (len(tasks) == len(fact_maps) == len(generators) == len(ceilings) == runs):
-        raise ValueError(f"{runs} runs but {len(tasks)} tasks, {len(fact_maps)} fact maps, {len(generators)} "
-                         f"generators and {len(ceilings)} ceilings")
+    if not (len(tasks) == len(fact_maps) == len(swapped_maps) == len(generators) == runs):
+        raise ValueError(f"{runs} runs but {len(tasks)} tasks, {len(fact_maps)} + {len(swapped_maps)} fact maps and "
+                         f"{len(generators)} generators")
     vocabulary, device = tasks[0].vocabulary, model.embeddings.device
-    optimizer, schedule = adamw_with_warmup([p for p in model.parameters() if p.requires_grad], settings.learning_rate,
-                                            settings.weight_decay, settings.warmup_steps)
-    stop_at = [min(settings.stop_accuracy, ceiling) for ceiling in ceilings]
-    records = [{"steps": 0, "epochs": 0, "seconds": 0.0, "train_accuracy": 0.0, "stop": "max_steps",
-                "loss": float("nan")} for _ in range(runs)]
-    best, best_step = [-1.0] * runs, [0] * runs
-    active, started, steps, epochs = list(range(runs)), time.perf_counter(), 0, 0
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    optimizer, schedule = adamw_with_warmup(parameters, settings.learning_rate, settings.weight_decay,
+                                            settings.warmup_steps)
+    records = [{"steps": 0, "seconds": 0.0, "stop": "max_steps", "restarts": 0, "fact_adaptive_max": 0.0,
+                "fact_adaptive_max_step": 0, "fact_adaptive_last": 0.0, "evaluations": 0, "loss": float("nan"),
+                "train_accuracy": 0.0} for _ in range(runs)]
+    started_at = [0] * runs  # the update at which each run last (re)started
+    active, started, steps = list(range(runs)), time.perf_counter(), 0
     model.train()
     while active and steps < settings.max_steps:
-        orders = [torch.randperm(vocabulary.n_facts, generator=generators[run]) for run in active]
-        correct, seen = torch.zeros(len(active), device=device), 0
-        for first in range(0, vocabulary.n_facts, settings.batch_size):
-            sequences = [recall_sequences(order[first:first + settings.batch_size], fact_maps[run], vocabulary,
-                                          tasks[run].lengths, generators[run]) for order, run in zip(orders, active)]
-            tokens, query_positions, answers = _stacked(sequences, vocabulary.query, device)
-            logits = model(active, tokens, query_positions)
-            losses = functional.cross_entropy(logits.flatten(0, 1), answers.flatten(), reduction="none")
-            losses = losses.view(len(active), -1).mean(dim=1)
-            check_finite(losses.detach(), None, where=f"usability.train(learning_rate={settings.learning_rate:g})", step=steps)
-            optimizer.zero_grad(set_to_none=True)
-            losses.sum().backward()
-            optimizer.step()
-            schedule.step()
-            correct += (logits.detach().argmax(dim=2) == answers).sum(dim=1)
-            seen += answers.shape[1]
-            steps += 1
-            if steps >= settings.max_steps:
-                break
-        epochs += 1
-        continuing = []
+        sequences = [recall_sequences(torch.randint(0, vocabulary.n_facts, (settings.batch_size,),
+                                                    generator=generators[run]),
+                                      fact_maps[run], vocabulary, tasks[run].lengths, generators[run])
+                     for run in active]
+        tokens, query_positions, answers = _stacked(sequences, vocabulary.query, device)
+        logits = model(active, tokens, query_positions)
+        losses = functional.cross_entropy(logits.flatten(0, 1), answers.flatten(), reduction="none")
+        losses = losses.view(len(active), -1).mean(dim=1)
+        check_finite(losses.detach(), None, where=f"usability.train(learning_rate={settings.learning_rate:g})", step=steps)
+        optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        optimizer.step()
+        schedule.step()
+        steps += 1
+        accuracies = (logits.detach().argmax(dim=2) == answers).float().mean(dim=1)
         for row, run in enumerate(active):
-            accuracy, stop = float(correct[row]) / seen, None
-            if seen == vocabulary.n_facts and accuracy >= stop_at[run]:
-                stop = "target"
-            elif accuracy > best[run]:
-                best[run], best_step[run] = accuracy, steps
-            elif settings.patience is not None and steps - best_step[run] >= settings.patience:
-                stop = "plateau"
-            records[run] = {"steps": steps, "epochs": epochs, "seconds": time.perf_counter() - started,
-                            "train_accuracy": accuracy, "stop": stop or "max_steps", "loss": float(losses[row].detach())}
-            if stop is None and steps < settings.max_steps:
-                continuing.append(run)
-        active = continuing
+            records[run] |= {"steps": steps, "seconds": time.perf_counter() - started,
+                             "loss": float(losses[row].detach()), "train_accuracy": float(accuracies[row])}
+        _restart_stuck(model, active, tasks, fact_maps, generators, settings, steps, started_at, records, optimizer)
+        evaluated = [run for run in active if (steps - started_at[run]) % settings.eval_every == 0
+                     or steps == settings.max_steps]
+        if evaluated:
+            scores = batched_recall(model, evaluated, tasks, swapped_maps, generators, settings.eval_repeats, True)
+            model.train()
+            for run, score in zip(evaluated, scores):
+                record = records[run]
+                record["fact_adaptive_last"], record["evaluations"] = score, record["evaluations"] + 1
+                if score > record["fact_adaptive_max"]:
+                    record["fact_adaptive_max"], record["fact_adaptive_max_step"] = score, steps
+                if record["fact_adaptive_max"] >= settings.stop_accuracy:
+                    record["stop"] = "target"
+                elif (settings.patience is not None
+                      and steps - max(record["fact_adaptive_max_step"], started_at[run]) >= settings.patience
+                      and (record["restarts"] >= settings.max_restarts
+                           or steps - started_at[run] >= settings.restart_after)):
+                    record["stop"] = "plateau"  # never before the restart check of a run that may restart
+        active = [run for run in active if records[run]["stop"] == "max_steps"]
     model.eval()
     return records
+
+
+def _restart_stuck(model: RunBatch, active: list[int], tasks: list[Task], fact_maps: list[Tensor],
+                   generators: list[torch.Generator], settings: TrainingSettings, steps: int, started_at: list[int],
+                   records: list[dict], optimizer: torch.optim.Optimizer) -> None:
+    """Restart every active run whose attention on the key is below settings.restart_below
+    settings.restart_after updates after its (re)start: new query and key maps from its own
+    generator, its optimizer state cleared, its fact-adaptive history kept (the maximum is over
+    the whole run)."""
+    due = [run for run in active if steps - started_at[run] == settings.restart_after
+           and records[run]["restarts"] < settings.max_restarts]
+    for run in due:
+        if attention_on_key(model.run_model(run), tasks[run], fact_maps[run], generators[run]) >= settings.restart_below:
+            continue
+        model.initialise(run, generators[run])
+        for parameter in (model.query[run], model.key[run]):
+            optimizer.state.pop(parameter, None)
+        started_at[run], records[run]["restarts"] = steps, records[run]["restarts"] + 1
 
 
 @torch.no_grad()
@@ -160,7 +203,7 @@ def recall_accuracy(
     model: FactTransformer, task: Task, fact_map: Tensor, generator: torch.Generator, repeats: int = 1,
     batch_size: int = 4096,
 ) -> float:
-    """Fraction of (fact, context) pairs whose argmax prediction at Q is the right value token,
+    """Fraction of (fact, context) pairs whose argmax prediction at Q is the right fact token,
     over every fact in `repeats` fresh junk contexts each."""
     device = model.embedding.weight.device
     model.eval()
@@ -177,13 +220,14 @@ def recall_accuracy(
 @torch.no_grad()
 def attention_on_key(model: FactTransformer, task: Task, fact_map: Tensor, generator: torch.Generator) -> float:
     """Mean attention weight (over heads and facts) that the query token puts on the key token:
-    near 1 when the Transformer learnt to route the key into the MLP. A diagnostic."""
+    near 1 when the Transformer learnt to route the key into the MLP."""
     device = model.embedding.weight.device
     sequences = recall_sequences(torch.arange(task.vocabulary.n_facts), fact_map, task.vocabulary, task.lengths,
                                  generator).to(device)
     table = rms_normalise(model.embedding.weight)
     weights = model.attention.weights(table, sequences.tokens, sequences.query_positions)
     rows = torch.arange(len(sequences.tokens), device=device)
+    # the key is the first fact token of a sequence (junk and Q tokens are ids >= F)
     key_positions = (sequences.tokens == sequences.facts.unsqueeze(1)).float().argmax(dim=1)
     return float(weights[rows, :, key_positions].mean())
 
@@ -191,10 +235,9 @@ def attention_on_key(model: FactTransformer, task: Task, fact_map: Tensor, gener
 @dataclass(frozen=True)
 class Probe:
     """One usability evaluation: train around trained_mlp (which stores trained_map on the task's
-    embeddings), then swap in swapped_mlp (storing swapped_map on the same embeddings).
+    tables), evaluating swapped_mlp (storing swapped_map on the same tables) in its place.
 
-    generator: the probe's only source of randomness (query and key maps, junk, orders).
-    trained_mlp_accuracy: the trained MLP's own accuracy (training stops at most there).
+    generator: the probe's only source of randomness (query and key maps, junk, facts, restarts).
     """
 
     task: Task
@@ -203,26 +246,25 @@ class Probe:
     swapped_mlp: nn.Module
     swapped_map: Tensor
     generator: torch.Generator
-    trained_mlp_accuracy: float = 1.0
 
 
-def usability(
-    probes: list[Probe], settings: TrainingSettings, device: torch.device | str = "cpu", n_head: int = 1,
-    rope_base: float = 10_000.0,
-) -> list[dict]:
+def usability(probes: list[Probe], settings: TrainingSettings, device: torch.device | str = "cpu",
+              n_head: int = 1) -> list[dict]:
     """Run the probes (sharing one vocabulary and dimension) as one batch: train each Transformer
-    around its trained MLP, then measure recall before and after the swap, run by run.
+    around its trained MLP with fact-adaptive evaluations along the way, then measure recall with
+    the trained MLP and, once more, with the swapped one, run by run.
 
     Returns one record per probe: train_attention's record plus plain_recall (trained MLP and map,
-    fresh contexts), fact_adaptive (swapped MLP and map) and attention_on_key (after training,
-    trained map). A probe's record does not depend on the other probes of its batch (up to
-    floating-point summation order).
+    fresh contexts), fact_adaptive (the swapped MLP and map after training, fresh contexts) and
+    attention_on_key (after training, trained map). A probe's record does not depend on the other
+    probes of its batch (up to floating-point summation order).
     """
     generators = [probe.generator for probe in probes]
-    model = build_runs([probe.task for probe in probes], [probe.trained_mlp for probe in probes], generators,
-                       device, n_head, rope_base)
-    records = train_attention(model, [probe.task for probe in probes], [probe.trained_map for probe in probes],
-                              settings, generators, [probe.trained_mlp_accuracy for probe in probes])
+    tasks = [probe.task for probe in probes]
+    model = build_runs(tasks, [probe.trained_mlp for probe in probes], generators, device, settings,
+                       [probe.swapped_mlp for probe in probes], n_head)
+    records = train_attention(model, tasks, [probe.trained_map for probe in probes],
+                              [probe.swapped_map for probe in probes], settings, generators)
     for run, (probe, record) in enumerate(zip(probes, records)):
         single = model.run_model(run)
         record["plain_recall"] = recall_accuracy(single, probe.task, probe.trained_map, probe.generator,
