@@ -92,7 +92,6 @@ def first_crossing_below(x, y, level: float) -> float:
     return float(x0 + (y0 - level) * (x1 - x0) / (y0 - y1))
 
 
-
 class LineFitErrors(NamedTuple):
     """Standard errors of a least-squares line's slope and intercept (nan with two points or fewer)."""
 
