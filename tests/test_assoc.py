@@ -169,6 +169,60 @@ def test_optimal_capacity_checks_flip_with_the_trend_and_the_intercept():
     assert claim_verdict("S1.optimal-capacity", high) == "FAIL"
 
 
+def test_intercept_standard_error_is_a_bootstrap_over_seeds():
+    """Seeds that agree leave nothing to resample (standard error 0); seeds that disagree about
+    the capacity give the intercept a positive standard error, larger with fewer seeds."""
+    agreeing = _curves({32: 0.8, 64: 0.75, 128: 0.72}, near_miss=0.0)
+    agreeing = agreeing.assign(accuracy=np.where(agreeing.alpha <= agreeing.d.map({32: 0.8, 64: 0.75, 128: 0.72}) + 1e-9, 1.0, 0.5))
+    assert steps.capacity_fit_standard_errors(agreeing, 199, 0)["optimal_capacity_extrapolated"] == pytest.approx(0, abs=1e-12)
+    rows = []
+    for d, capacity in {32: 0.8, 64: 0.75, 128: 0.72}.items():
+        for seed in range(5):
+            limit = capacity + 0.03 * (seed - 2)  # seeds disagree by up to +-0.06
+            rows += [{"d": d, "alpha": alpha, "seed": seed, "accuracy": 1.0 if alpha <= limit + 1e-9 else 0.5} for alpha in GRID]
+    disagreeing = pd.DataFrame(rows)
+    five = steps.capacity_fit_standard_errors(disagreeing, 199, 0)
+    three = steps.capacity_fit_standard_errors(disagreeing[disagreeing.seed.isin([0, 2, 4])], 199, 0)
+    assert 0 < five["optimal_capacity_extrapolated"] < three["optimal_capacity_extrapolated"]
+    assert five["optimal_capacity_slope_b"] > 0
+
+
+def _decoupled_curves(original_capacity: float, decoupled_capacity: float, grid=(0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)):
+    rows = []
+    for problem, capacity in (("original", original_capacity), ("decoupled", decoupled_capacity)):
+        for alpha in grid:
+            for seed in range(3):
+                accuracy = 1.0 if alpha <= capacity + 1e-9 else 0.99 if alpha <= capacity + 0.1 + 1e-9 else 0.6
+                rows.append({"method": "trained", "problem": problem, "rank_fraction": 1.0, "d": 64, "alpha": alpha,
+                             "seed": seed, "accuracy": accuracy})
+    return pd.DataFrame(rows)
+
+
+def test_decoupled_capacity_gap_is_read_in_grid_steps_and_the_transition_gap_reported():
+    keys = ["method", "problem", "rank_fraction", "d"]
+    verdicts = {}
+    for decoupled, expected_steps in ((0.8, 0.0), (0.85, 1.0), (0.9, 2.0)):
+        curves = _decoupled_curves(0.8, decoupled)
+        capacity = steps.perfect_storage_capacities(curves, keys)
+        caps = capacity.pivot_table(index="d", columns="problem", values="alpha_c")
+        gap_steps = steps.decoupled_gap_grid_steps(caps, curves)
+        assert gap_steps[64] == pytest.approx(expected_steps)
+        verdicts[decoupled] = claim_verdict("S1.decoupled-equivalent", {"decoupled_mean_accuracy_gap": 0.01,
+                                                                         "decoupled_capacity_gap_grid_steps": gap_steps.max()})
+    assert verdicts == {0.8: "PASS", 0.85: "PASS", 0.9: "FAIL"}
+    transition = steps.transition_accuracy_gaps(_decoupled_curves(0.8, 0.9))
+    # Loads 0.85-1.0 are in transition in either problem; the largest gap: 0.99 vs 0.6 at 0.95, 1.0 vs 0.99 at 0.85.
+    assert transition.idxmax() == (64, 0.95) and transition.max() == pytest.approx(0.39)
+    assert (64, 0.7) not in transition.index  # every seed of both problems stores everything there
+
+
+def test_grid_spacing_is_the_coarsest_interval_around_the_capacities():
+    loads = np.array([0.7, 0.725, 0.75, 0.8, 0.9])
+    assert steps.grid_spacing(loads, 0.71, 0.72) == pytest.approx(0.025)
+    assert steps.grid_spacing(loads, 0.74, 0.76) == pytest.approx(0.05)
+    assert steps.grid_spacing(loads, 0.8, 0.8) == pytest.approx(0.1)
+
+
 def _truncated_law_sample(kappa: float, count: int) -> np.ndarray:
     """`count` quantiles of the top-kappa truncated quarter-circle law (its own units)."""
     lower, second_moment = assoc.truncated_quarter_circle(kappa)
@@ -192,6 +246,7 @@ def test_quarter_circle_gain_flips_when_the_initialisation_is_closer():
     gaussian_product = assoc.normalised_singular_values((q @ r.T)[None], 64)[0].numpy()
     closer = _spectrum_metrics(trained=law, initial=gaussian_product)
     assert closer["truncated_quarter_circle_ks_original_kappa0.5"] < 0.05
+    assert closer["truncated_quarter_circle_ks_critical_original_kappa0.5"] == pytest.approx(1.36 / math.sqrt(64), rel=0.05)
     assert closer["rank_spectrum_ks_gain"] > 0
     assert claim_verdict("S1.quarter-circle", closer) == "PASS"
     farther = _spectrum_metrics(trained=gaussian_product, initial=law)
@@ -243,3 +298,33 @@ def test_one_pass_loss_and_gradient_equal_autograds_cross_entropy(decoupled):
     torch.testing.assert_close(losses, loss.detach())
     torch.testing.assert_close(gradient, weights.grad)
     assert torch.equal(correct, (logits.argmax(-1) == torch.arange(40)).sum(-1))
+
+
+def test_steps_run_end_to_end_at_tiny_scale(tmp_path):
+    """hebbian, trained (full rank on both problems and W = Q R^T) and summary chained by hand: the
+    summary writes the S1 metrics with the bootstrap standard errors, the decoupled grid-step gap,
+    and the rank run's Hebbian null and KS critical value."""
+    from factstore.__main__ import run_step
+    from factstore.io import read_table
+
+    common = {"seed": 0, "max_steps": 150, "learning_rate": 0.5, "patience": 40, "alphas": [0.2, 0.6, 1.0, 1.6, 2.4]}
+    run_step("assoc.hebbian", {"seed": 0, "d": [8, 12], "alphas": [0.1, 0.5, 1.0], "seeds": 3, "chunk_size": 64}, {},
+             {"table": str(tmp_path / "hebbian.csv")})
+    inputs = {"hebbian": str(tmp_path / "hebbian.csv")}
+    runs = {"original_d8": {"d": 8, "problem": "original", "seeds": 3}, "original_d12": {"d": 12, "problem": "original", "seeds": 2},
+            "decoupled_d8": {"d": 8, "problem": "decoupled", "seeds": 3},
+            "rank0.5_d8": {"d": 8, "problem": "original", "seeds": 2, "rank_fraction": 0.5}}
+    for name, run in runs.items():
+        outputs = {"table": str(tmp_path / f"table_{name}.csv"), "spectra": str(tmp_path / f"spectra_{name}.csv")}
+        run_step("assoc.trained", common | run, {}, outputs)
+        inputs |= {f"trained_{name}": outputs["table"], f"spectra_{name}": outputs["spectra"]}
+    assert {"trained", "initial", "hebbian"} == set(read_table(tmp_path / "spectra_rank0.5_d8.csv")["stage"])
+    outputs = {"capacity": str(tmp_path / "capacity.csv"), "metrics": str(tmp_path / "metrics.csv")}
+    run_step("assoc.summary", {"seed": 0, "capacity_accuracy": 0.99, "spectrum_d": 8, "rank_d": 8, "rank_alphas": common["alphas"]},
+             inputs, outputs)
+    metrics = read_table(outputs["metrics"]).set_index("metric")
+    assert {"optimal_capacity_extrapolated", "decoupled_capacity_gap_grid_steps", "decoupled_max_transition_accuracy_gap",
+            "truncated_quarter_circle_ks_hebbian_original_kappa0.5", "truncated_quarter_circle_ks_critical_original_kappa0.5",
+            "quarter_circle_ks_critical_original"} <= set(metrics.index)
+    assert metrics.loc["quarter_circle_ks_critical_original", "value"] == pytest.approx(1.36 / math.sqrt(3 * 8), rel=0.1)
+    assert "standard_error" in metrics.columns

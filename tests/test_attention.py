@@ -6,6 +6,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from conftest import claim_verdict
 
 from factstore.attention.assumptions import (
@@ -15,9 +17,13 @@ from factstore.attention.assumptions import (
     random_subset_ranks,
 )
 from factstore.attention.capacity import (
+    FitResult,
     TrainSettings,
     attention_capacity,
+    budget_check_sizes,
+    budget_rise,
     fit_sizes,
+    grid_step,
     warmup_cosine,
 )
 from factstore.attention.model import (
@@ -28,8 +34,8 @@ from factstore.attention.model import (
     make_dataset,
     softmax_last,
 )
-from factstore.experiments.attention import heads_exponent, slopes_around
-from factstore.search import search_largest
+from factstore.experiments.attention import heads_exponent, heads_law_residuals, slopes_around
+from factstore.search import LargestSearch, search_largest
 from factstore.statistics import linear_fit
 
 
@@ -193,6 +199,30 @@ def test_capacity_of_a_tiny_real_model():
     assert len(fits) == len(search.probes)
 
 
+def _fit(size: int, fitted: bool) -> FitResult:
+    return FitResult(size=size, best_accuracy=1.0 if fitted else 0.9, final_accuracy=0.9,
+                     fitted_at_step=10 if fitted else None, steps_run=100, n_params=1)
+
+
+@given(capacity=st.integers(1, 10_000), width=st.integers(1, 500), resolution=st.floats(0.01, 0.5))
+def test_budget_check_probes_the_bracket_and_one_grid_step_above(capacity, width, resolution):
+    failure = capacity + width
+    sizes = budget_check_sizes(LargestSearch(capacity, failure), resolution, max_size=10**6)
+    step = grid_step(failure, resolution)
+    assert sizes == [capacity, failure, failure + step] and step >= resolution * failure
+    # Nothing fits beyond the old capacity: no rise; the failure fits: at most one step when the
+    # bracket is at most one step wide; the size above the failure fits: more than one step.
+    assert budget_rise(capacity, step, [_fit(capacity, True), _fit(failure, False)]) == 0
+    assert budget_rise(capacity, step, [_fit(failure, True)]) == width / step
+    assert budget_rise(capacity, step, [_fit(failure, False), _fit(failure + step, True)]) > 1
+
+
+def test_budget_check_edge_cases():
+    assert budget_check_sizes(LargestSearch(100, None), 0.1, max_size=100) == []
+    assert budget_check_sizes(LargestSearch(95, 100), 0.1, max_size=105) == [95, 100, 105]
+    assert budget_rise(50, 5, [_fit(50, False)]) == 0  # a fit found stands: the capacity never falls
+
+
 # ---------------------------------------------------------------------------------- assumptions
 
 
@@ -252,6 +282,7 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
         "seed": 0, "n_classes": 10, "context": "shared", "assumption_subsets": 20,
         "training": {"learning_rate": 0.05, "max_steps": 60, "warmup_steps": 5, "target_accuracy": 1.0, "patience": None},
         "search": {"start": 4, "growth": 2.0, "probes_per_round": 2, "relative_resolution": 0.3, "max_size": 128},
+        "budget_check": {"steps_factor": 2, "learning_rates": [0.05, 0.02]},
     }
     inputs = {}
     for heads in (1, 2):
@@ -262,12 +293,17 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
     row = read_table(tmp_path / "capacity_H2.csv").iloc[0]
     assert row["heads"] == 2 and row["n_params"] == AttentionShape(6, 2, 3, 3, 10).n_params()
     assert row["context_full_rank"] == 1.0 and row["theory_scale"] == 2 * 3
-    assert len(read_table(tmp_path / "probes_H2.csv")) == row["n_probes"]
+    probes = read_table(tmp_path / "probes_H2.csv")
+    assert (probes["budget"] == "search").sum() == row["n_probes"]
+    assert set(probes["budget"]) == {"search", "x2 lr 0.05", "x2 lr 0.02"}
+    retrained = probes[probes["budget"] != "search"]
+    assert set(retrained["size"]) == {row["capacity"], row["smallest_failure"], row["smallest_failure"] + row["budget_grid_step"]}
+    assert (retrained["steps_run"] <= 2 * 60).all() and row["budget_capacity"] >= row["capacity"]
 
     summary = {kind: str(tmp_path / f"{kind}.csv") for kind in ("capacity", "probes", "metrics")}
     run_step("attention.summary", {}, inputs, summary)
     metrics = read_table(summary["metrics"]).set_index("metric")["value"]
-    assert {"heads_linear_slope", "heads_linear_r2", "capacity_heads2_shared"} <= set(metrics.index)
+    assert {"heads_linear_slope", "heads_linear_r2", "capacity_heads2_shared", "heads_budget_rise_steps_max"} <= set(metrics.index)
     assert list(read_table(summary["capacity"])["value"]) == [1, 2]
 
 
@@ -286,7 +322,7 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
 
     base = {"d": 8, "heads": 2, "d_head": 4, "d_value": 4, "n_context": 4, "n_classes": 100, "memorised_examples": 50.0,
             "n_params": 1000, "bits_per_parameter": 0.5, "theory_scale": 8, "context_full_rank": 1.0,
-            "kruskal_subsets_full_rank": 1.0}
+            "kruskal_subsets_full_rank": 1.0, "budget_rise_steps": 0.5, "budget_capacity": 60}
     inputs = {}
     for context in CONTEXT_KINDS:
         for sweep, values in (("heads", (1, 2, 4)), ("n_context", (2, 4, 8)), ("d_head", (1, 2, 4, 8))):
@@ -303,7 +339,7 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
     source = inspect.getsource(factstore.experiments.attention)
     literals = set(re.findall(r'"([a-z0-9_{}]+)"', source))
     templates = [re.compile(re.escape(t).replace(r"\{value\}", "[0-9]+") + "$") for t in literals if "{value}" in t]
-    assert len(names) == 2 * 10 + 2 * (5 + 2 + 3) + 3  # per layer, fits per sweep and context kind, overall
+    assert len(names) == 2 * 10 + 2 * (9 + 3 + 4) + 3  # per layer, fits per sweep and context kind, overall
     for name in names:
         assert name in literals or any(t.match(name) for t in templates), name
     assert {"heads_linear_r2", "heads_loglog_exponent", "context_spearman_per_example", "head_dim_slope_below_n",
@@ -313,9 +349,10 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
 # ------------------------------------------------------------------ the S4 claims' summary metrics
 # Hand-made capacities run through the summary step and the registry's checks: each check can fail.
 
-def _summary_metrics(tmp_path, sweep: str, capacity_of) -> dict[str, float]:
+def _summary_metrics(tmp_path, sweep: str, capacity_of, rise_of=lambda value: 0.0) -> dict[str, float]:
     """attention.summary on a shared-context sweep whose capacity at each swept value is
-    capacity_of(value); returns its metrics table as {name: value}."""
+    capacity_of(value) and whose budget check raised it by rise_of(value) grid steps; returns its
+    metrics table as {name: value}."""
     import pandas as pd
 
     from factstore.__main__ import run_step
@@ -327,7 +364,8 @@ def _summary_metrics(tmp_path, sweep: str, capacity_of) -> dict[str, float]:
     inputs = {}
     for value in values:
         capacity = capacity_of(value)
-        row = base | {sweep: value, "context": "shared", "capacity": capacity, "memorised_examples": capacity}
+        row = base | {sweep: value, "context": "shared", "capacity": capacity, "memorised_examples": capacity,
+                      "budget_rise_steps": rise_of(value), "budget_capacity": capacity}
         for kind, table in (("capacity", [row]), ("probes", [{"context": "shared", "size": 1}])):
             path = tmp_path / f"{kind}_{sweep}_{value}.csv"
             pd.DataFrame(table).to_csv(path, index=False)
@@ -350,9 +388,38 @@ def test_heads_exponent_tells_linear_from_square_root_where_r2_cannot(tmp_path):
 
 
 def test_heads_exponent_is_nan_without_a_positive_capacity():
-    exponent, how = heads_exponent([1, 2, 4], [0, 10, 20])
-    assert math.isnan(exponent) and "not positive" in how
-    assert heads_exponent([1, 2, 4], [5, 10, 20])[0] == pytest.approx(1)
+    exponent, error, how = heads_exponent([1, 2, 4], [0, 10, 20])
+    assert math.isnan(exponent) and math.isnan(error) and "not positive" in how
+    assert heads_exponent([1, 2, 4], [5, 10, 20])[:2] == pytest.approx((1, 0))
+
+
+def test_residuals_tell_a_linear_law_with_an_intercept_from_sqrt_h(tmp_path):
+    """c = a + bH with a = b has a log-log slope of ~0.72 over H = 1-8 (the exponent band rejects
+    it) but fits better than a + b sqrt(H); sqrt(H) data fit better as a + b sqrt(H)."""
+    linear, sqrt_h = [40 * h + 40 for h in (1, 2, 4, 8)], [100 * math.sqrt(h) + 20 for h in (1, 2, 4, 8)]
+    linear_ss, sqrt_ss = heads_law_residuals([1, 2, 4, 8], linear)
+    assert linear_ss == pytest.approx(0, abs=1e-9) and sqrt_ss > 100
+    linear_ss, sqrt_ss = heads_law_residuals([1, 2, 4, 8], sqrt_h)
+    assert sqrt_ss == pytest.approx(0, abs=1e-9) and linear_ss > 100
+    with_intercept = _summary_metrics(tmp_path, "heads", lambda h: 40 * h + 40)
+    assert with_intercept["heads_loglog_exponent"] < 0.8 < with_intercept["heads_sqrt_over_linear_residual_ratio"]
+    noisy_linear = _summary_metrics(tmp_path, "heads", lambda h: 40 * h + 3 + (-1) ** h)
+    assert noisy_linear["heads_sqrt_over_linear_residual_ratio"] > 1
+    assert claim_verdict("S4.heads-linear", noisy_linear) == "PASS"
+    square_root = _summary_metrics(tmp_path, "heads", lambda h: 200 * math.sqrt(h) - 100 + (-1) ** h)
+    assert square_root["heads_sqrt_over_linear_residual_ratio"] < 1
+    assert claim_verdict("S4.heads-linear", {**noisy_linear, "heads_sqrt_over_linear_residual_ratio": 0.5}) == "FAIL"
+
+
+@pytest.mark.parametrize("sweep, claim", [("heads", "S4.heads-linear"), ("d_head", "S4.head-dim")])
+def test_a_capacity_the_larger_budget_raises_by_more_than_one_grid_step_makes_the_claim_untestable(tmp_path, sweep, claim):
+    capacity_of = {"heads": lambda h: 40 * h + 3 + (-1) ** h, "d_head": lambda dh: 10 * min(dh, 8)}[sweep]
+    within = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 1.0)
+    assert claim_verdict(claim, within) == "PASS"
+    budget_limited = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 2.0 if value == 4 else 0.0)
+    name = {"heads": "heads_budget_rise_steps_max", "d_head": "head_dim_budget_rise_steps_max"}[sweep]
+    assert budget_limited[name] == 2.0
+    assert claim_verdict(claim, budget_limited) == "UNTESTABLE"
 
 
 def test_head_dim_check_is_growth_below_n_whatever_happens_beyond(tmp_path):

@@ -255,8 +255,10 @@ WIDTHS = [64, 256, 1024, 4096, 16384]
 SIZES = [16, 32, 64, 128, 256, 512, 1024, 2048]
 
 
-def _ntk_summary(tmp_path, kernel_change=lambda w: 0.5 * w**-0.5, test_error=lambda p: 2.0 * p**-0.5) -> dict:
-    """ntk.summary on hand-made tables: the relative NTK change kernel_change(width) and the kernel
+def _ntk_summary(tmp_path, kernel_change=lambda w: 0.5 * w**-0.5, test_error=lambda p: 2.0 * p**-0.5,
+                 linearised_error=lambda w: 0.5 * w**-0.5 + 0.001, floor=0.001) -> dict:
+    """ntk.summary on hand-made tables: the relative NTK change kernel_change(width), the
+    linearised error linearised_error(width) over a GD discretisation floor, and the kernel
     regression error test_error(P), two seeds each (the same value); returns {metric: value}."""
     import pandas as pd
 
@@ -270,8 +272,8 @@ def _ntk_summary(tmp_path, kernel_change=lambda w: 0.5 * w**-0.5, test_error=lam
     inputs = {"convergence": tmp_path / "convergence.csv", "scaling": tmp_path / "scaling.csv"}
     for w in WIDTHS:
         path = tmp_path / f"training_w{w}.csv"
-        pd.DataFrame([{"width": w, "seed": s, "kernel_change": kernel_change(w), "linearised_error": 0.01,
-                       "discretisation_floor": 0.001, "train_error": 0.1} for s in seeds]).to_csv(path, index=False)
+        pd.DataFrame([{"width": w, "seed": s, "kernel_change": kernel_change(w),
+                       "linearised_error": linearised_error(w), "discretisation_floor": floor, "train_error": 0.1} for s in seeds]).to_csv(path, index=False)
         inputs[f"training_w{w}"] = path
     metrics = ntk.summary({"learning_rate": 0.2, "fit_min_train_size": 128}, inputs, None)["metrics"]
     return dict(zip(metrics["metric"], metrics["value"]))
@@ -286,6 +288,30 @@ def test_lazy_training_passes_at_the_bound_or_faster_and_fails_slower_or_large(t
     assert slower["lazy_training_change_max_width"] <= 0.05 and claim_verdict("S2.lazy-training", slower) == "FAIL"
     large = _ntk_summary(tmp_path, kernel_change=lambda w: 10 * w**-0.5)  # slope fine, 8% change at the widest
     assert large["lazy_training_change_max_width"] > 0.05 and claim_verdict("S2.lazy-training", large) == "FAIL"
+    # Slope -0.45 passes the slope check and the 5% cap, but ends 256^0.05 = 1.32x above the
+    # width^-1/2 bound from the narrowest width: the tighter cap fails it.
+    between = _ntk_summary(tmp_path, kernel_change=lambda w: 0.5 * w**-0.45)
+    assert between["lazy_training_slope"] <= -0.4 and between["lazy_training_change_max_width"] < 0.05
+    assert between["lazy_training_change_over_rate_bound"] == pytest.approx(256**0.05)
+    assert claim_verdict("S2.lazy-training", between) == "FAIL"
+
+
+def test_linearised_dynamics_slope_over_widths_above_the_floor_and_the_rate_bound(tmp_path):
+    at_rate = _ntk_summary(tmp_path)
+    assert at_rate["linearised_fit_widths"] == len(WIDTHS)
+    assert at_rate["linearised_error_over_rate_bound"] <= 1
+    assert claim_verdict("S2.linearised-dynamics", at_rate) == "PASS"
+    # A large floor: the widest widths sit within twice of it and are left out of the slope's fit.
+    flattened = _ntk_summary(tmp_path, linearised_error=lambda w: 0.5 * w**-0.5 + 0.005, floor=0.005)
+    assert flattened["linearised_fit_widths"] == 4
+    assert flattened["linearised_error_slope"] < flattened["linearised_error_slope_all_widths"]
+    assert claim_verdict("S2.linearised-dynamics", flattened) == "PASS"
+    slower = _ntk_summary(tmp_path, linearised_error=lambda w: 0.1 * w**-0.3)  # 1.5% at the widest: the 5% cap passes
+    assert slower["linearised_error_max_width"] < 0.05 < 1 < slower["linearised_error_over_rate_bound"]
+    assert claim_verdict("S2.linearised-dynamics", slower) == "FAIL"
+    at_floor = _ntk_summary(tmp_path, linearised_error=lambda w: 0.5 * w**-0.5 + 0.04, floor=0.04)
+    assert at_floor["linearised_fit_widths"] == 1 and math.isnan(at_floor["linearised_error_slope"])
+    assert claim_verdict("S2.linearised-dynamics", at_floor) == "UNTESTABLE"
 
 
 def test_kernel_scaling_law_fails_when_only_the_chosen_window_is_a_power_law(tmp_path):

@@ -8,6 +8,17 @@ ASSOC = config["assoc"]
 ASSOC_TRAINED = [("original", d) for d in ASSOC["trained"]["d"]] + [
     ("decoupled", d) for d in ASSOC["trained"]["decoupled_d"]
 ]
+# The keys of assoc.trained that are no step parameter (the runs' sizes and the finer grid).
+ASSOC_RUN_KEYS = ("d", "decoupled_d", "fine")
+
+
+def assoc_trained_grid(problem, d):
+    """The loads and seeds of one full-rank run: the original problem at a d of trained.fine gets
+    the finer loads near capacity added to the grid, and that section's seed count."""
+    fine, trained = ASSOC["trained"]["fine"], ASSOC["trained"]
+    if problem == "original" and d in fine["d"]:
+        return {"alphas": sorted(set(trained["alphas"]) | set(fine["alphas"])), "seeds": fine["seeds"]}
+    return {"alphas": trained["alphas"], "seeds": trained["seeds"]}
 
 
 rule assoc:
@@ -44,8 +55,8 @@ rule assoc_trained:
     params:
         step="assoc.trained",
         json=lambda w: as_json(
-            {k: v for k, v in ASSOC["trained"].items() if k not in ("d", "decoupled_d")},
-            d=int(w.d), problem=w.problem, seed=ASSOC["seed"],
+            {k: v for k, v in ASSOC["trained"].items() if k not in ASSOC_RUN_KEYS + ("alphas", "seeds")},
+            **assoc_trained_grid(w.problem, int(w.d)), d=int(w.d), problem=w.problem, seed=ASSOC["seed"],
         ),
         io=runner_io,
     threads: config["threads"]
@@ -69,7 +80,7 @@ rule assoc_rank:
     params:
         step="assoc.trained",
         json=lambda w: as_json(
-            {k: v for k, v in ASSOC["trained"].items() if k not in ("d", "decoupled_d", "alphas")},
+            {k: v for k, v in ASSOC["trained"].items() if k not in ASSOC_RUN_KEYS + ("alphas",)},
             alphas=ASSOC["rank"]["alphas"], d=int(w.d), problem="original",
             rank_fraction=float(w.kappa), seed=ASSOC["seed"], **ASSOC["rank"]["training"],
         ),
@@ -97,7 +108,7 @@ rule assoc_rank_check:
     params:
         step="assoc.rank_check",
         json=lambda w: as_json(
-            {k: v for k, v in ASSOC["trained"].items() if k not in ("d", "decoupled_d", "alphas")},
+            {k: v for k, v in ASSOC["trained"].items() if k not in ASSOC_RUN_KEYS + ("alphas",)},
             alphas=ASSOC["rank"]["alphas"], window=ASSOC["rank"]["check_window"], d=int(w.d),
             rank_fraction=float(w.kappa), seed=ASSOC["seed"], **ASSOC["rank"]["training"],
         ),
@@ -123,6 +134,7 @@ ASSOC_SPECTRA = named_outputs(rules.assoc_trained.output.spectra, {f"spectra_{ru
     rules.assoc_rank.output.spectra, {f"spectra_{run}": w for run, w in ASSOC_RANK_WILDCARDS.items()}
 )
 ASSOC_SUMMARY_PARAMS = {
+    "seed": ASSOC["seed"],
     "capacity_accuracy": ASSOC["capacity_accuracy"],
     "spectrum_d": ASSOC["spectrum_d"],
     "rank_d": ASSOC["rank"]["d"],

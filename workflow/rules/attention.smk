@@ -41,7 +41,7 @@ rule attention_capacity:
     params:
         step="attention.capacity",
         json=lambda w: as_json(
-            {k: ATTENTION[k] for k in ("seed", "n_classes", "training", "search", "assumption_subsets")},
+            {k: ATTENTION[k] for k in ("seed", "n_classes", "training", "budget_check", "search", "assumption_subsets")},
             context=w.context,
             layer={k: int(w[k]) for k in ("d", "heads", "n_context", "d_head", "d_value")},
         ),

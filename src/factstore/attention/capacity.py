@@ -3,7 +3,8 @@
 `fit_sizes` trains one fresh model per dataset size, all side by side (one batched forward over
 stacked weights), and reports whether each fitted its examples; `attention_capacity` searches the
 largest size that fits with `factstore.search.search_largest`, each round of probes one call of
-`fit_sizes`.
+`fit_sizes`; `budget_check_sizes` and `budget_rise` say whether a capacity is a limit of the
+layer or of the training budget (the sizes bracketing it retrained with more steps).
 """
 
 from __future__ import annotations
@@ -195,3 +196,32 @@ def attention_capacity(
         relative_resolution=relative_resolution,
     )
     return search, results
+
+
+# --------------------------------------------------------------------------------------------
+# Budget check: is a capacity a limit of the layer or of the training budget?
+# --------------------------------------------------------------------------------------------
+
+
+def grid_step(smallest_failure: int, relative_resolution: float) -> int:
+    """One step of the capacity search's grid at its bracket: max(1, ceil(resolution x failure))
+    examples, the widest bracket [fitted, failed] the search accepts there."""
+    return max(1, math.ceil(relative_resolution * smallest_failure))
+
+
+def budget_check_sizes(search: LargestSearch, relative_resolution: float, max_size: int) -> list[int]:
+    """The sizes retrained with a larger budget: the bracket [capacity, smallest failure] and the
+    size one grid step above the smallest failure (capped at max_size). If that last one fits, the
+    capacity rose by more than one grid step. Empty when the search found no failure."""
+    if search.smallest_failure is None:
+        return []
+    above = search.smallest_failure + grid_step(search.smallest_failure, relative_resolution)
+    return sorted({size for size in (search.capacity, search.smallest_failure, min(above, max_size)) if size >= 1})
+
+
+def budget_rise(capacity: int, step: int, fits: Sequence[FitResult]) -> float:
+    """How far, in grid steps, a larger training budget raises a capacity: (largest fitted size of
+    `fits` - capacity) / step, the capacity itself standing when none fits (a fit found is a fit).
+    0 means the budget changed nothing; above 1, the capacity was a budget limit."""
+    best = max([capacity] + [fit.size for fit in fits if fit.fitted])
+    return (best - capacity) / step

@@ -18,6 +18,10 @@ from factstore.metrics import MetricsTable
 from factstore.statistics import first_crossing_below, spearman
 
 
+# Resamples of the bootstrap over seeds behind the standard errors of S1.optimal-capacity's fit.
+BOOTSTRAP_RESAMPLES = 1999
+
+
 def hebbian(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Hebbian recall accuracy over a fine load grid for several d, many seeds (cheap: no training).
 
@@ -64,10 +68,13 @@ def trained(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         )
         hebbian_accuracy = assoc.recall_accuracy(assoc.hebbian_weights(x, y), x, y).cpu()
         # The trained W's spectrum, and for W = Q R^T the spectrum of its initialisation (a product
-        # of two Gaussian factors), the reference S1.quarter-circle compares the trained one with.
+        # of two Gaussian factors), the reference S1.quarter-circle compares the trained one with,
+        # and the top-m spectrum of the Hebbian W (a null that stores facts without optimising).
         stages = {"trained": assoc.normalised_singular_values(result.weights, rank).cpu().numpy()}
         if result.initial_weights is not None:
             stages["initial"] = assoc.normalised_singular_values(result.initial_weights, rank).cpu().numpy()
+        if rank is not None:  # the null: the Hebbian W of the same facts, truncated to its top `rank` values
+            stages["hebbian"] = assoc.normalised_singular_values(assoc.hebbian_weights(x, y), rank).cpu().numpy()
         for seed in range(params["seeds"]):
             common = {"d": d, "alpha": alpha, "p": p, "seed": seed, "problem": problem, "rank_fraction": kappa}
             rows.append(common | {"method": "trained", "accuracy": float(result.best_accuracy[seed]), "steps": result.steps})
@@ -192,8 +199,10 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     for row in trained[(trained.rank_fraction == 1.0) & (trained.criterion == "mean")].itertuples():
         metrics.add(f"{row.problem}_capacity_mean_accuracy_d{row.d}", row.alpha_c,
                     f"mean accuracy >= {threshold} (apparent capacity, reported), p_c = {row.p_c}")
+    original_curves = curves[(curves.method == "trained") & (curves.problem == "original") & (curves.rank_fraction == 1.0)]
+    errors = capacity_fit_standard_errors(original_curves, BOOTSTRAP_RESAMPLES, params["seed"])
     for name, value, detail in optimal_capacity_metrics(trained, threshold):
-        metrics.add(name, value, detail)
+        metrics.add(name, value, detail, standard_error=errors.get(name))
 
     hebbian_largest = hebbian_all.sort_values("d").iloc[-1]
     for row in hebbian_all.itertuples():
@@ -223,7 +232,16 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
                     f"apparent capacity (mean accuracy >= {threshold}) at d = {caps.index.tolist()}")
         caps = full.pivot_table(index="d", columns="problem", values="alpha_c").dropna()
         metrics.add("decoupled_capacity_gap_perfect_storage", (caps["original"] - caps["decoupled"]).abs().max(),
-                    f"capacity (all facts, >= half the seeds) at d = {caps.index.tolist()} (reported)")
+                    f"capacity (all facts, >= half the seeds) at d = {caps.index.tolist()}")
+        steps = decoupled_gap_grid_steps(caps, curves)
+        metrics.add("decoupled_capacity_gap_grid_steps", steps.max(),
+                    "largest perfect-storage capacity gap |original - decoupled| over d, in steps of the coarser of the two "
+                    f"load grids at capacity (per d: {', '.join(f'{d}: {v:.3g}' for d, v in steps.items())})")
+        transition = transition_accuracy_gaps(trained_full)
+        worst = transition.idxmax() if len(transition) else None
+        metrics.add("decoupled_max_transition_accuracy_gap", transition.max() if len(transition) else np.nan,
+                    "largest |mean accuracy original - decoupled| over the transition loads (where some seed of either "
+                    f"problem fails to store every fact and some stores over half), at (d, alpha) = {worst} (reported)")
 
     for name, value, detail in _spectrum_statistics(spectra, capacity, params["spectrum_d"]):
         metrics.add(name, value, detail)
@@ -272,6 +290,80 @@ def optimal_capacity_metrics(trained: pd.DataFrame, threshold: float) -> list[tu
     return out
 
 
+def capacity_fit_standard_errors(original: pd.DataFrame, n_resamples: int, seed: int) -> dict[str, float]:
+    """Standard errors of S1.optimal-capacity's fitted intercept a and slope b (alpha_c = a + b /
+    ln p_c), by a bootstrap over seeds (scipy.stats.bootstrap, percentile): each d's seeds are
+    resampled on their own (d's may have different seed counts; a seed is one problem instance per
+    load), the perfect-storage capacity of each d recomputed as `perfect_storage_capacities` does
+    and the line refitted. original: full-rank trained curves of the original problem (columns d,
+    alpha, seed, accuracy). Returns {metric name: standard error}; nan where a resample leaves
+    fewer than two d with a capacity on the grid."""
+    from scipy.stats import bootstrap
+
+    dims = sorted(original["d"].unique())
+    if len(dims) < 2:
+        return {}
+    stored = {d: original[original.d == d].pivot_table(index="seed", columns="alpha", values="accuracy") >= 1.0 for d in dims}
+
+    def fit(*seed_rows):
+        alpha_c, p_c = [], []
+        for d, rows in zip(dims, seed_rows):
+            table = stored[d]
+            fraction = table.to_numpy(float)[np.asarray(rows, int)].mean(axis=0)
+            crossing = first_crossing_below(table.columns.to_numpy(float), fraction, 0.5)
+            if np.isfinite(crossing):
+                alpha_c.append(crossing)
+                p_c.append(assoc.facts_for_load(crossing, d))
+        if len(alpha_c) < 2:
+            return np.array([np.nan, np.nan])
+        return np.array(assoc.extrapolate_capacity(np.array(alpha_c), np.array(p_c)))
+
+    samples = tuple(np.arange(len(stored[d])) for d in dims)
+    result = bootstrap(samples, fit, vectorized=False, paired=False, n_resamples=n_resamples, method="percentile",
+                       rng=np.random.default_rng(seed))
+    intercept_error, slope_error = result.standard_error
+    return {"optimal_capacity_extrapolated": float(intercept_error), "optimal_capacity_slope_b": float(slope_error)}
+
+
+def decoupled_gap_grid_steps(capacities: pd.DataFrame, curves: pd.DataFrame) -> pd.Series:
+    """Per d, |capacity original - capacity decoupled| in grid steps: the spacing of the coarser of
+    the two problems' load grids around the capacities. capacities: index d, columns original and
+    decoupled (alpha_c); curves: the runs' tables (problem, d, alpha). Within one step, the two
+    capacities are the same at the grid's resolution."""
+    steps = {}
+    for d, row in capacities.iterrows():
+        low, high = sorted((row["original"], row["decoupled"]))
+        spacing = 0.0
+        for problem in ("original", "decoupled"):
+            loads = np.sort(curves[(curves.problem == problem) & (curves.d == d)]["alpha"].unique())
+            spacing = max(spacing, grid_spacing(loads, low, high))
+        steps[d] = (high - low) / spacing if spacing > 0 else np.nan
+    return pd.Series(steps, dtype=float)
+
+
+def grid_spacing(loads: np.ndarray, low: float, high: float) -> float:
+    """The largest spacing between consecutive grid loads over the interval [low, high] (the two
+    grid intervals holding its ends, and every one between). loads: sorted 1-D."""
+    spacings = np.diff(loads)
+    first = max(int(np.searchsorted(loads, low, side="right")) - 1, 0)
+    last = min(max(int(np.searchsorted(loads, high, side="left")), first + 1), len(loads) - 1)
+    return float(spacings[first:last].max()) if last > first else float(spacings.max())
+
+
+def transition_accuracy_gaps(curves: pd.DataFrame) -> pd.Series:
+    """|mean accuracy original - mean accuracy decoupled| at the transition loads: (d, alpha) where
+    both problems ran and, in either, not every seed stores every fact while some seed's accuracy
+    is above 1/2. curves: full-rank trained rows (problem, d, alpha, seed, accuracy). Index (d, alpha)."""
+    grouped = curves.groupby(["problem", "d", "alpha"])["accuracy"]
+    mean = grouped.mean().unstack("problem")
+    in_transition = ((grouped.min() < 1.0) & (grouped.max() > 0.5)).unstack("problem")
+    if not {"original", "decoupled"} <= set(mean.columns):
+        return pd.Series(dtype=float)
+    both = mean[["original", "decoupled"]].dropna()
+    window = in_transition.loc[both.index].astype(bool).any(axis=1)  # both ran there: no gaps
+    return (both["original"] - both["decoupled"]).abs()[window]
+
+
 def rank_check_metrics(baseline: pd.DataFrame, check: pd.DataFrame, alphas: list[float]) -> list[tuple[str, float, str]]:
     """S1.rank-capacity's optimisation check: each variant's capacity (all facts in >= half the
     seeds) on the window it was run on, the baseline's curve standing in below the window; a
@@ -304,7 +396,7 @@ def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) 
     """KS distances of the singular values at capacity (at d) to the quarter-circle law (full rank,
     reported) and, for W = Q R^T, of the trained and of the initial W to the top-kappa truncated
     law; rank_spectrum_ks_gain = the smallest, over the kappa run, of KS(initial) - KS(trained)."""
-    from scipy.stats import ks_2samp
+    from scipy.stats import ks_2samp, kstwo
 
     if "stage" not in spectra:
         spectra = spectra.assign(stage="trained")
@@ -315,9 +407,16 @@ def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) 
         values = at_load[at_load.stage == "trained"].singular_value.to_numpy()
         samples[problem, kappa] = values
         detail = f"d = {d}, alpha = {alpha:g}, {len(values)} singular values"
+        # The 5% critical value of the one-sample KS statistic for a sample of that size (scipy's
+        # exact kstwo): a reference, not a test, since singular values of one W repel each other
+        # and are no i.i.d. sample (their KS to their own law is smaller than an i.i.d. sample's).
+        critical = float(kstwo.ppf(0.95, len(values))) if len(values) else float("nan")
         if kappa >= 1:
             name = {"original": "quarter_circle_ks_original", "decoupled": "quarter_circle_ks_decoupled"}[problem]
             out.append((name, assoc.ks_distance(values, assoc.quarter_circle_cdf), detail))
+            critical_name = {"original": "quarter_circle_ks_critical_original",
+                             "decoupled": "quarter_circle_ks_critical_decoupled"}[problem]
+            out.append((critical_name, critical, f"5% KS critical value for the pooled sample of {len(values)} (reported)"))
             continue
         # Rank m < d: the top-kappa truncation of the law (this project's reconstruction,
         # docs/assoc_truncated_law.md), for the trained W and for its initialisation.
@@ -325,6 +424,12 @@ def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) 
         trained_ks, initial_ks = rank_spectrum_ks(values, initial, kappa)
         out.append((f"truncated_quarter_circle_ks_{problem}_kappa{kappa:g}", trained_ks, detail))
         out.append((f"truncated_quarter_circle_ks_initial_{problem}_kappa{kappa:g}", initial_ks, f"{detail}, W = Q R^T at step 0"))
+        hebbian = at_load[at_load.stage == "hebbian"].singular_value.to_numpy()
+        hebbian_ks = assoc.ks_distance(hebbian, lambda v: assoc.truncated_quarter_circle_cdf(v, kappa)) if len(hebbian) else float("nan")
+        out.append((f"truncated_quarter_circle_ks_hebbian_{problem}_kappa{kappa:g}", hebbian_ks,
+                    f"{detail}, the null: the Hebbian W of the same facts truncated to its top kappa d singular values (reported)"))
+        out.append((f"truncated_quarter_circle_ks_critical_{problem}_kappa{kappa:g}", critical,
+                    f"5% KS critical value for the pooled sample of {len(values)} (reported)"))
         out.append((f"quarter_circle_ks_{problem}_kappa{kappa:g}", assoc.ks_distance(values, assoc.quarter_circle_cdf), detail))
         gains[kappa] = initial_ks - trained_ks
     if gains:

@@ -14,18 +14,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from factstore.attention.assumptions import check_assumptions
-from factstore.attention.capacity import TrainSettings, attention_capacity
+from factstore.attention.capacity import (
+    TrainSettings,
+    attention_capacity,
+    budget_check_sizes,
+    budget_rise,
+    fit_sizes,
+    grid_step,
+)
 from factstore.attention.model import AttentionShape, MemorisationData, make_dataset
 from factstore.device import derived_generator
 from factstore.io import read_table
 from factstore.metrics import MetricsTable
-from factstore.statistics import linear_fit, power_law_fit, spearman
+from factstore.statistics import (
+    line_fit_standard_errors,
+    linear_fit,
+    power_law_fit,
+    residual_sum_of_squares,
+    spearman,
+)
 
 # One capacity per trained layer, named by the sweep, the swept value and the context kind (e.g.
 # capacity_heads2_shared). The value comes from the config's sweep, so only it is filled in.
@@ -38,24 +53,37 @@ LAYER_CAPACITY_METRICS = {
 # The metric names of each sweep's fits, per context kind. The claims read the shared-context names
 # (the setting of the paper's d_h experiment); the per-example ones carry the suffix _per_example.
 # Written out in full, never assembled, so a search for a claim's metric finds the code behind it.
+# Each sweep also gets its budget check: the largest rise of a capacity, in grid steps, when the
+# sizes bracketing it are retrained with a larger budget (the claims' testability gate).
 HEADS_METRICS = {
     "shared": {"slope": "heads_linear_slope", "r2": "heads_linear_r2", "exponent": "heads_loglog_exponent",
-               "intercept": "heads_linear_intercept", "ratio": "heads_capacity_ratio"},
+               "intercept": "heads_linear_intercept", "ratio": "heads_capacity_ratio",
+               "residuals_linear": "heads_linear_residual_ss", "residuals_sqrt": "heads_sqrt_residual_ss",
+               "residual_ratio": "heads_sqrt_over_linear_residual_ratio",
+               "budget": "heads_budget_rise_steps_max"},
     "per_example": {"slope": "heads_linear_slope_per_example", "r2": "heads_linear_r2_per_example",
                     "exponent": "heads_loglog_exponent_per_example",
-                    "intercept": "heads_linear_intercept_per_example", "ratio": "heads_capacity_ratio_per_example"},
+                    "intercept": "heads_linear_intercept_per_example", "ratio": "heads_capacity_ratio_per_example",
+                    "residuals_linear": "heads_linear_residual_ss_per_example",
+                    "residuals_sqrt": "heads_sqrt_residual_ss_per_example",
+                    "residual_ratio": "heads_sqrt_over_linear_residual_ratio_per_example",
+                    "budget": "heads_budget_rise_steps_max_per_example"},
 }
 CONTEXT_METRICS = {
-    "shared": {"spearman": "context_spearman", "ratio": "context_capacity_ratio"},
-    "per_example": {"spearman": "context_spearman_per_example", "ratio": "context_capacity_ratio_per_example"},
+    "shared": {"spearman": "context_spearman", "ratio": "context_capacity_ratio",
+               "budget": "context_budget_rise_steps_max"},
+    "per_example": {"spearman": "context_spearman_per_example", "ratio": "context_capacity_ratio_per_example",
+                    "budget": "context_budget_rise_steps_max_per_example"},
 }
 HEAD_DIM_METRICS = {
     "shared": {"slope_below": "head_dim_slope_below_n", "slope_above": "head_dim_slope_above_n",
-               "slope_ratio": "head_dim_slope_ratio"},
+               "slope_ratio": "head_dim_slope_ratio", "budget": "head_dim_budget_rise_steps_max"},
     "per_example": {"slope_below": "head_dim_slope_below_n_per_example",
                     "slope_above": "head_dim_slope_above_n_per_example",
-                    "slope_ratio": "head_dim_slope_ratio_per_example"},
+                    "slope_ratio": "head_dim_slope_ratio_per_example",
+                    "budget": "head_dim_budget_rise_steps_max_per_example"},
 }
+SWEEP_METRICS = {"heads": HEADS_METRICS, "n_context": CONTEXT_METRICS, "d_head": HEAD_DIM_METRICS}
 
 
 def layer_shape(layer: dict, n_classes: int) -> AttentionShape:
@@ -84,23 +112,25 @@ def data_pool(seed: int, context: str, layer: dict, n_classes: int, size: int) -
 
 # ------------------------------------------------------------------------------ computing steps
 def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """Memorisation capacity of one layer shape on one context kind, and the paper's assumptions
-    checked on the examples it was trained on.
+    """Memorisation capacity of one layer shape on one context kind, whether it is a training-
+    budget limit, and the paper's assumptions checked on the examples it was trained on.
 
     params: seed, context ('shared' | 'per_example'), layer {d, heads, d_head, d_value,
     n_context}, n_classes, training {learning_rate, max_steps, warmup_steps, target_accuracy,
     patience}, search {start, growth, probes_per_round, relative_resolution, max_size},
-    assumption_subsets. Returns {"capacity": one row, "probes": one row per trained model}.
+    budget_check {steps_factor, learning_rates}, assumption_subsets. Returns {"capacity": one row,
+    "probes": one row per trained model, the budget check's with budget = 'x<factor> lr <lr>'}.
     """
     layer, n_classes = params["layer"], params["n_classes"]
     shape = layer_shape(layer, n_classes)
     search_params = params["search"]
+    settings = train_settings(params["training"])
     pool = data_pool(params["seed"], params["context"], layer, n_classes, search_params["max_size"])
     generator = derived_generator(params["seed"], "attention-init", params["context"], *sorted(layer.items()), n_classes)
     search, fits = attention_capacity(
         pool,
         shape,
-        train_settings(params["training"]),
+        settings,
         generator,
         start=search_params["start"],
         probes_per_round=search_params["probes_per_round"],
@@ -108,12 +138,15 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
         relative_resolution=search_params["relative_resolution"],
         device=context.device,
     )
+    budget_fits = budget_check(params, pool, shape, settings, search, context.device)
     largest_probe = max(fit.size for fit in fits)
     assumptions = check_assumptions(
         pool.prefix(largest_probe), params["assumption_subsets"], derived_generator(params["seed"], "attention-ranks")
     )
     description = {"context": params["context"], **layer, "n_classes": n_classes}
     n_params = shape.n_params()
+    step = grid_step(search.smallest_failure, search_params["relative_resolution"]) if search.smallest_failure else math.nan
+    retrained = [fit for budget_runs in budget_fits.values() for fit in budget_runs]
     row = description | {
         "capacity": search.capacity,
         "smallest_failure": search.smallest_failure,
@@ -123,14 +156,35 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
         "theory_scale": layer["heads"] * min(layer["n_context"], layer["d_head"]),  # H min(n, d_h)
         "n_probes": len(fits),
         "training_steps": sum(fit.steps_run for fit in fits),
+        "budget_grid_step": step,
+        "budget_capacity": max([search.capacity] + [fit.size for fit in retrained if fit.fitted]),
+        "budget_rise_steps": budget_rise(search.capacity, step, retrained) if retrained else math.nan,
+        "budget_training_steps": sum(max(fit.steps_run for fit in runs) for runs in budget_fits.values() if runs),
     } | assumptions
     probes = [
-        description | {"probe_index": index, "size": fit.size, "best_accuracy": fit.best_accuracy,
+        description | {"probe_index": index, "budget": budget, "size": fit.size, "best_accuracy": fit.best_accuracy,
                        "final_accuracy": fit.final_accuracy, "fitted": fit.fitted,
                        "fitted_at_step": fit.fitted_at_step, "steps_run": fit.steps_run}
-        for index, fit in enumerate(fits)
+        for index, (budget, fit) in enumerate([("search", fit) for fit in fits]
+                                              + [(name, fit) for name, runs in budget_fits.items() for fit in runs])
     ]
     return {"capacity": pd.DataFrame([row]), "probes": pd.DataFrame(probes)}
+
+
+def budget_check(params: dict, pool: MemorisationData, shape: AttentionShape, settings: TrainSettings,
+                 search, device) -> dict[str, list]:
+    """The sizes bracketing the capacity (`budget_check_sizes`) retrained side by side with
+    steps_factor x the steps (and of the warm-up) at each of the budget check's learning rates,
+    from fresh initialisations. Returns {'x<factor> lr <lr>': [FitResult per size]} (empty lists
+    when the search found no failure)."""
+    check, search_params = params["budget_check"], params["search"]
+    sizes = budget_check_sizes(search, search_params["relative_resolution"], pool.size)
+    factor, runs = check["steps_factor"], {}
+    for lr in check["learning_rates"]:
+        larger = replace(settings, lr=lr, max_steps=factor * settings.max_steps, warmup_steps=factor * settings.warmup_steps)
+        generator = derived_generator(params["seed"], "attention-budget", params["context"], *sorted(params["layer"].items()), lr)
+        runs[f"x{factor} lr {lr:g}"] = fit_sizes(pool, sizes, shape, larger, generator, device) if sizes else []
+    return runs
 
 
 def _sweep_tables(inputs: dict[str, Path], prefix: str) -> pd.DataFrame:
@@ -165,14 +219,25 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         points = points.sort_values("value")
         x, y = points["value"].tolist(), points["capacity"].tolist()
         fixed = _fixed_sizes(points, sweep)
+        rise = points["budget_rise_steps"]
+        worst = points.loc[rise.idxmax()] if rise.notna().any() else None
+        metrics.add(SWEEP_METRICS[sweep][kind]["budget"], rise.max(skipna=False),
+                    "largest rise of a capacity, in search grid steps, when the sizes bracketing it (and one step above) "
+                    "are retrained with more steps at each budget-check learning rate"
+                    + (f" (at {sweep} = {worst['value']}: {worst['capacity']} -> {worst['budget_capacity']})" if worst is not None else ""))
         if sweep == "heads" and len(x) >= 2:
-            names, fit = HEADS_METRICS[kind], linear_fit(x, y)
-            metrics.add(names["slope"], fit.slope, f"{kind} context, examples per head, {fixed}")
+            names, fit, errors = HEADS_METRICS[kind], linear_fit(x, y), line_fit_standard_errors(x, y)
+            metrics.add(names["slope"], fit.slope, f"{kind} context, examples per head, {fixed}", standard_error=errors.slope)
             metrics.add(names["r2"], fit.r2, f"linear fit of capacity on H = {x}")
-            exponent, how = heads_exponent(x, y)
-            metrics.add(names["exponent"], exponent, f"{kind} context, {how}")
-            metrics.add(names["intercept"], fit.intercept, "examples at H = 0 from the fit")
+            exponent, exponent_error, how = heads_exponent(x, y)
+            metrics.add(names["exponent"], exponent, f"{kind} context, {how}", standard_error=exponent_error)
+            metrics.add(names["intercept"], fit.intercept, "examples at H = 0 from the fit", standard_error=errors.intercept)
             metrics.add(names["ratio"], y[-1] / max(y[0], 1), f"capacity at H = {x[-1]} over H = {x[0]} (H ratio {x[-1] / x[0]:g})")
+            linear_ss, sqrt_ss = heads_law_residuals(x, y)
+            metrics.add(names["residuals_linear"], linear_ss, f"residual sum of squares of c = a + b H over H = {x}")
+            metrics.add(names["residuals_sqrt"], sqrt_ss, f"residual sum of squares of c = a + b sqrt(H) over H = {x}")
+            metrics.add(names["residual_ratio"], sqrt_ss / linear_ss if linear_ss > 0 else (math.inf if sqrt_ss > 0 else math.nan),
+                        "residuals of a + b sqrt(H) over those of a + b H (above 1: the linear law fits better)")
         if sweep == "n_context" and len(x) >= 2:
             names = CONTEXT_METRICS[kind]
             metrics.add(names["spearman"], spearman(x, y), f"{kind} context, capacity vs n = {x}, {fixed}")
@@ -185,8 +250,10 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
                 slopes = slopes_around(x, y, knee)
             except ValueError:
                 continue
-            metrics.add(names["slope_below"], slopes.below, f"{kind} context, examples per unit of d_h for d_h <= n = {knee}, {fixed}")
-            metrics.add(names["slope_above"], slopes.above, f"examples per unit of d_h for d_h >= n = {knee} (reported: the lower bound is silent there)")
+            metrics.add(names["slope_below"], slopes.below, f"{kind} context, examples per unit of d_h for d_h <= n = {knee}, {fixed}",
+                        standard_error=slopes.below_error)
+            metrics.add(names["slope_above"], slopes.above, f"examples per unit of d_h for d_h >= n = {knee} (reported: the lower bound is silent there)",
+                        standard_error=slopes.above_error)
             ratio = slopes.above / slopes.below if slopes.below > 0 else math.nan
             metrics.add(names["slope_ratio"], ratio, "slope above n / slope below n (reported)")
 
@@ -197,10 +264,13 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
 
 
 class KneeSlopes(NamedTuple):
-    """Slopes of the line fits below and above a knee (examples per unit of x)."""
+    """Slopes of the line fits below and above a knee (examples per unit of x), with their
+    standard errors (nan for a side of two points)."""
 
     below: float
     above: float
+    below_error: float = math.nan
+    above_error: float = math.nan
 
 
 def slopes_around(x: Sequence[float], y: Sequence[float], knee: float) -> KneeSlopes:
@@ -214,16 +284,27 @@ def slopes_around(x: Sequence[float], y: Sequence[float], knee: float) -> KneeSl
     above = [(a, b) for a, b in zip(x, y) if a >= knee]
     if len(below) < 2 or len(above) < 2:
         raise ValueError(f"need two points on each side of the knee {knee}, got x = {list(x)}")
-    return KneeSlopes(below=linear_fit(*zip(*below)).slope, above=linear_fit(*zip(*above)).slope)
+    return KneeSlopes(below=linear_fit(*zip(*below)).slope, above=linear_fit(*zip(*above)).slope,
+                      below_error=line_fit_standard_errors(*zip(*below)).slope,
+                      above_error=line_fit_standard_errors(*zip(*above)).slope)
 
 
-def heads_exponent(x: Sequence[float], y: Sequence[float]) -> tuple[float, str]:
-    """The log-log exponent of capacity against H (1 for linear growth, 1/2 for sqrt(H)) and how it
-    was fitted; nan when a capacity is not positive (a power law cannot be fitted through 0)."""
+def heads_exponent(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, str]:
+    """The log-log exponent of capacity against H (1 for linear growth, 1/2 for sqrt(H)), its
+    standard error and how it was fitted; nan when a capacity is not positive (a power law cannot
+    be fitted through 0)."""
     if min(y) <= 0:
-        return math.nan, f"capacity {list(y)} at H = {list(x)} is not positive everywhere: no log-log fit"
+        return math.nan, math.nan, f"capacity {list(y)} at H = {list(x)} is not positive everywhere: no log-log fit"
     fit = power_law_fit(x, y)
-    return fit.exponent, f"log-log slope of capacity on H = {list(x)} (linear: 1, sqrt(H): 0.5), R^2 = {fit.r2:.3f}"
+    error = line_fit_standard_errors(np.log(x), np.log(y)).slope
+    return fit.exponent, error, f"log-log slope of capacity on H = {list(x)} (linear: 1, sqrt(H): 0.5), R^2 = {fit.r2:.3f}"
+
+
+def heads_law_residuals(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Residual sums of squares of the two laws fitted by least squares, each with an intercept:
+    c = a + b H and c = a + b sqrt(H). A linear law with an intercept has a log-log slope below 1
+    (0.72 over H = 1-8 for a = b), so the exponent alone can reject it; the residuals cannot."""
+    return residual_sum_of_squares(x, y), residual_sum_of_squares(np.sqrt(np.asarray(x, float)), y)
 
 
 def _fixed_sizes(points: pd.DataFrame, sweep: str) -> str:

@@ -12,8 +12,10 @@ index is the same at every width, and a job's numbers do not depend on which oth
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
@@ -22,7 +24,7 @@ from factstore import tangent_kernel
 from factstore.device import derived_generator
 from factstore.io import concat_tables, read_table
 from factstore.metrics import MetricsTable
-from factstore.statistics import power_law_fit
+from factstore.statistics import line_fit_standard_errors, power_law_fit
 
 DTYPE = torch.float64  # kernels are compared at the 1e-3 level; float64 keeps rounding out of it
 
@@ -145,6 +147,20 @@ def _mean_curve(table: pd.DataFrame, key: str, value: str) -> pd.Series:
     return table.groupby(key)[value].mean().sort_index()
 
 
+def log_log_slope_error(curve: pd.Series) -> float:
+    """Standard error of the log-log slope of a positive curve (index x, values y)."""
+    return line_fit_standard_errors(np.log(curve.index.to_numpy(float)), np.log(curve.to_numpy(float))).slope
+
+
+def rate_bound(curve: pd.Series, rate: float = -0.5, floor: float = 0.0) -> float:
+    """The value at the widest width of a power law width^rate whose constant is set at the
+    narrowest width, plus a floor: curve[w_min] (w_max / w_min)^rate + floor. curve: a positive
+    quantity indexed by width (sorted). The O(width^-1/2) theorems (Lee et al. 2019, Thm 2.1 and
+    its corollary for the outputs) fix the rate, not the constant; the narrowest width, the least
+    lazy network of the sweep, sets it."""
+    return float(curve.iloc[0] * (curve.index[-1] / curve.index[0]) ** rate + floor)
+
+
 def _seeds_note(table: pd.DataFrame) -> str:
     return f"mean over {table['seed'].nunique()} seeds"
 
@@ -164,9 +180,10 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     metrics = MetricsTable()
 
     def width_power_law(slope_name: str, r2_name: str, curve: pd.Series, what: str, table: pd.DataFrame) -> None:
-        fit = power_law_fit(curve.index.to_numpy(float), curve.to_numpy(float))
+        fit, error = power_law_fit(curve.index.to_numpy(float), curve.to_numpy(float)), log_log_slope_error(curve)
         span = f"{curve.index.min()}..{curve.index.max()} ({len(curve)} points, {_seeds_note(table)})"
-        metrics.add(slope_name, fit.exponent, f"log-log slope of {what} over {span}; prefactor {fit.prefactor:.4g}")
+        metrics.add(slope_name, fit.exponent, f"log-log slope of {what} over {span}; prefactor {fit.prefactor:.4g}",
+                    standard_error=error)
         metrics.add(r2_name, fit.r2, f"R^2 of the log-log fit of {what}")
 
     kernel_error = _mean_curve(convergence_table, "width", "rel_error")
@@ -180,15 +197,39 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
                     "||Theta_T - Theta_0||_F / ||Theta_0||_F vs width", training_table)
     metrics.add("lazy_training_change_max_width", kernel_change.iloc[-1],
                 f"relative NTK change over training at width {kernel_change.index[-1]}, {_seeds_note(training_table)}")
+    bound = rate_bound(kernel_change)
+    metrics.add("lazy_training_change_rate_bound", bound,
+                f"the O(width^-1/2) bound at width {kernel_change.index[-1]}, its constant set at the narrowest "
+                f"width {kernel_change.index[0]} (change there {kernel_change.iloc[0]:.4g})")
+    metrics.add("lazy_training_change_over_rate_bound", kernel_change.iloc[-1] / bound,
+                "relative NTK change at the widest width over that bound (<= 1: it falls at least like width^-1/2)")
 
     linearised = _mean_curve(training_table, "width", "linearised_error")
-    width_power_law("linearised_error_slope", "linearised_error_r2", linearised,
-                    "||f_net - f_lin||_F / ||f_lin - f_0||_F vs width", training_table)
+    floor = training_table["discretisation_floor"].mean()
+    above_floor = linearised[linearised > 2 * floor]
+    metrics.add("linearised_fit_widths", len(above_floor),
+                f"widths whose linearised error exceeds twice the GD discretisation floor ({2 * floor:.3g}): "
+                f"{above_floor.index.tolist()}, the widths the slope is fitted over")
+    if len(above_floor) >= 2:
+        width_power_law("linearised_error_slope", "linearised_error_r2", above_floor,
+                        "||f_net - f_lin||_F / ||f_lin - f_0||_F vs width, widths above twice the discretisation floor",
+                        training_table)
+    else:  # nothing to fit: the check reads nan, and the gate linearised_fit_widths says why
+        metrics.add("linearised_error_slope", math.nan, "fewer than two widths above twice the discretisation floor")
+        metrics.add("linearised_error_r2", math.nan, "no fit")
+    width_power_law("linearised_error_slope_all_widths", "linearised_error_r2_all_widths", linearised,
+                    "||f_net - f_lin||_F / ||f_lin - f_0||_F vs width, every width (reported)", training_table)
     metrics.add("linearised_error_max_width", linearised.iloc[-1],
                 f"network vs linearised (exp formula) outputs at width {linearised.index[-1]}, "
                 f"{_seeds_note(training_table)}")
-    metrics.add("linearised_discretisation_floor", training_table["discretisation_floor"].mean(),
+    metrics.add("linearised_discretisation_floor", floor,
                 f"discrete-GD vs gradient-flow linear model at lr {params['learning_rate']}: a floor no width removes")
+    bound = rate_bound(linearised, floor=floor)
+    metrics.add("linearised_error_rate_bound", bound,
+                f"the O(width^-1/2) bound at width {linearised.index[-1]}, its constant set at the narrowest width "
+                f"{linearised.index[0]} (error there {linearised.iloc[0]:.4g}), plus the discretisation floor {floor:.3g}")
+    metrics.add("linearised_error_over_rate_bound", linearised.iloc[-1] / bound,
+                "linearised error at the widest width over that bound (<= 1: it falls at least like width^-1/2 down to the floor)")
 
     test_error = _mean_curve(scaling_table, "train_size", "test_error")
     asymptotic = test_error[test_error.index >= params["fit_min_train_size"]]
@@ -203,7 +244,8 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     for (exponent_name, r2_name, prefactor_name), curve in scaling_fits:
         fit = power_law_fit(curve.index.to_numpy(float), curve.to_numpy(float))
         span = f"P = {curve.index.min()}..{curve.index.max()} ({len(curve)} sizes), {_seeds_note(scaling_table)}"
-        metrics.add(exponent_name, fit.exponent, f"relative test error ~ prefactor * P^exponent, {span}")
+        metrics.add(exponent_name, fit.exponent, f"relative test error ~ prefactor * P^exponent, {span}",
+                    standard_error=log_log_slope_error(curve))
         metrics.add(r2_name, fit.r2, f"R^2 of the log-log fit of test error vs P, {span}")
         metrics.add(prefactor_name, fit.prefactor, f"prefactor of that fit, {span}")
     return {"metrics": metrics.frame()}
