@@ -307,7 +307,8 @@ def test_steps_run_end_to_end_at_tiny_scale(tmp_path):
     from factstore.__main__ import run_step
     from factstore.io import read_table
 
-    common = {"seed": 0, "max_steps": 150, "learning_rate": 0.5, "patience": 40, "alphas": [0.2, 0.6, 1.0, 1.6, 2.4]}
+    common = {"seed": 0, "max_steps": 150, "learning_rate": 0.5, "patience": 40, "min_gain": 0.0,
+              "alphas": [0.2, 0.6, 1.0, 1.6, 2.4]}
     run_step("assoc.hebbian", {"seed": 0, "d": [8, 12], "alphas": [0.1, 0.5, 1.0], "seeds": 3, "chunk_size": 64}, {},
              {"table": str(tmp_path / "hebbian.csv")})
     inputs = {"hebbian": str(tmp_path / "hebbian.csv")}

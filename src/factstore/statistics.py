@@ -116,25 +116,6 @@ def first_crossing_below(x, y, level: float) -> float:
     return float(x0 + (y0 - level) * (x1 - x0) / (y0 - y1))
 
 
-class LineFitErrors(NamedTuple):
-    """Standard errors of a least-squares line's slope and intercept (nan with two points or fewer)."""
-
-    slope: float
-    intercept: float
-
-
-def line_fit_standard_errors(x, y) -> LineFitErrors:
-    """Standard errors of `linear_fit(x, y)`'s slope and intercept (scipy.stats.linregress: the
-    residual variance over n - 2 degrees of freedom); nan when n <= 2 or x is constant."""
-    from scipy.stats import linregress
-
-    x, y = _float_vectors(x, y, "line_fit_standard_errors")
-    if x.size <= 2 or np.ptp(x) == 0:
-        return LineFitErrors(math.nan, math.nan)
-    fit = linregress(x, y)
-    return LineFitErrors(float(fit.stderr), float(fit.intercept_stderr))
-
-
 def residual_sum_of_squares(x, y) -> float:
     """Sum of squared residuals of the least-squares line through (x_i, y_i)."""
     line = linear_fit(x, y)

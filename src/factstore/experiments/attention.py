@@ -35,7 +35,6 @@ from factstore.device import derived_generator
 from factstore.io import read_table
 from factstore.metrics import MetricsTable
 from factstore.statistics import (
-    line_fit_standard_errors,
     linear_fit,
     power_law_fit,
     residual_sum_of_squares,
@@ -226,12 +225,12 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
                     "are retrained with more steps at each budget-check learning rate"
                     + (f" (at {sweep} = {worst['value']}: {worst['capacity']} -> {worst['budget_capacity']})" if worst is not None else ""))
         if sweep == "heads" and len(x) >= 2:
-            names, fit, errors = HEADS_METRICS[kind], linear_fit(x, y), line_fit_standard_errors(x, y)
-            metrics.add(names["slope"], fit.slope, f"{kind} context, examples per head, {fixed}", standard_error=errors.slope)
+            names, fit = HEADS_METRICS[kind], linear_fit(x, y)
+            metrics.add(names["slope"], fit.slope, f"{kind} context, examples per head, {fixed}", standard_error=fit.slope_se)
             metrics.add(names["r2"], fit.r2, f"linear fit of capacity on H = {x}")
             exponent, exponent_error, how = heads_exponent(x, y)
             metrics.add(names["exponent"], exponent, f"{kind} context, {how}", standard_error=exponent_error)
-            metrics.add(names["intercept"], fit.intercept, "examples at H = 0 from the fit", standard_error=errors.intercept)
+            metrics.add(names["intercept"], fit.intercept, "examples at H = 0 from the fit", standard_error=fit.intercept_se)
             metrics.add(names["ratio"], y[-1] / max(y[0], 1), f"capacity at H = {x[-1]} over H = {x[0]} (H ratio {x[-1] / x[0]:g})")
             linear_ss, sqrt_ss = heads_law_residuals(x, y)
             metrics.add(names["residuals_linear"], linear_ss, f"residual sum of squares of c = a + b H over H = {x}")
@@ -284,9 +283,9 @@ def slopes_around(x: Sequence[float], y: Sequence[float], knee: float) -> KneeSl
     above = [(a, b) for a, b in zip(x, y) if a >= knee]
     if len(below) < 2 or len(above) < 2:
         raise ValueError(f"need two points on each side of the knee {knee}, got x = {list(x)}")
-    return KneeSlopes(below=linear_fit(*zip(*below)).slope, above=linear_fit(*zip(*above)).slope,
-                      below_error=line_fit_standard_errors(*zip(*below)).slope,
-                      above_error=line_fit_standard_errors(*zip(*above)).slope)
+    below_fit, above_fit = linear_fit(*zip(*below)), linear_fit(*zip(*above))
+    return KneeSlopes(below=below_fit.slope, above=above_fit.slope,
+                      below_error=below_fit.slope_se, above_error=above_fit.slope_se)
 
 
 def heads_exponent(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, str]:
@@ -296,8 +295,7 @@ def heads_exponent(x: Sequence[float], y: Sequence[float]) -> tuple[float, float
     if min(y) <= 0:
         return math.nan, math.nan, f"capacity {list(y)} at H = {list(x)} is not positive everywhere: no log-log fit"
     fit = power_law_fit(x, y)
-    error = line_fit_standard_errors(np.log(x), np.log(y)).slope
-    return fit.exponent, error, f"log-log slope of capacity on H = {list(x)} (linear: 1, sqrt(H): 0.5), R^2 = {fit.r2:.3f}"
+    return fit.exponent, fit.exponent_se, f"log-log slope of capacity on H = {list(x)} (linear: 1, sqrt(H): 0.5), R^2 = {fit.r2:.3f}"
 
 
 def heads_law_residuals(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:

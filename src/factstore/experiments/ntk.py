@@ -24,7 +24,7 @@ from factstore import tangent_kernel
 from factstore.device import derived_generator
 from factstore.io import concat_tables, read_table
 from factstore.metrics import MetricsTable
-from factstore.statistics import line_fit_standard_errors, power_law_fit
+from factstore.statistics import linear_fit, power_law_fit
 
 DTYPE = torch.float64  # kernels are compared at the 1e-3 level; float64 keeps rounding out of it
 
@@ -149,7 +149,7 @@ def _mean_curve(table: pd.DataFrame, key: str, value: str) -> pd.Series:
 
 def log_log_slope_error(curve: pd.Series) -> float:
     """Standard error of the log-log slope of a positive curve (index x, values y)."""
-    return line_fit_standard_errors(np.log(curve.index.to_numpy(float)), np.log(curve.to_numpy(float))).slope
+    return linear_fit(np.log(curve.index.to_numpy(float)), np.log(curve.to_numpy(float))).slope_se
 
 
 def rate_bound(curve: pd.Series, rate: float = -0.5, floor: float = 0.0) -> float:
