@@ -432,6 +432,14 @@ def test_summary_writes_every_metric_the_claims_and_gates_read():
     assert out["metrics"].set_index("metric").loc["bert_apt_unpruned_many", "standard_error"] == 0.0025
 
 
+def test_identical_predictions_are_zero_standard_errors_apart():
+    rows = pd.DataFrame([{"subset": "few", "group": "later_blocks", "rate": r, "apt": 0.01, "apt_unpruned": 0.01,
+                          "most_frequent_apt": 0.01, "margin_standard_error": 0.0, "apt_standard_error": 0.001,
+                          "drop_standard_error": 0.0, "masked_tokens": 100} for r in (0.0, 1.0)])
+    metrics = {name: value for name, value, *_ in steps.bert_gate_metrics(rows)}
+    assert metrics["bert_removal_drop_se"] == 0.0 and metrics["bert_apt_margin_se"] == 0.0  # the gates fail, not NaN
+
+
 # -- configs and the smoke run ------------------------------------------------------------------
 
 

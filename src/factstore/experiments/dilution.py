@@ -233,6 +233,14 @@ def max_dilutions(curves: pd.DataFrame, keys: list[str], accuracy: str, toleranc
     return pd.DataFrame(rows)
 
 
+def _in_standard_errors(difference: pd.Series, standard_error: pd.Series) -> pd.Series:
+    """difference / standard_error; a zero difference with a zero standard error (identical
+    predictions) is 0 standard errors, a nonzero one is +-inf."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = difference / standard_error
+    return ratio.where(difference != 0, 0.0)
+
+
 def bert_gate_metrics(curves: pd.DataFrame) -> list[tuple[str, float, str, float | None]]:
     """The BERT testability metrics, (name, value, detail, standard error), from the pruning tables:
 
@@ -247,11 +255,11 @@ def bert_gate_metrics(curves: pd.DataFrame) -> list[tuple[str, float, str, float
         rows.append((f"bert_apt_unpruned_{subset}", row.apt_unpruned,
                      f"accuracy per masked token over {row.masked_tokens} held-out tokens; most frequent token {row.most_frequent_apt:.4f}",
                      row.apt_standard_error))
-    margin = (unpruned.apt_unpruned - unpruned.most_frequent_apt) / unpruned.margin_standard_error
+    margin = _in_standard_errors(unpruned.apt_unpruned - unpruned.most_frequent_apt, unpruned.margin_standard_error)
     rows.append(("bert_apt_margin_se", margin.min(), f"per subset {margin.round(2).to_dict()}", None))
     rows.append(("bert_apt_standard_error", unpruned.apt_standard_error.max(), f"per subset {unpruned.apt_standard_error.round(4).to_dict()}", None))
     removed = curves[(curves.group == "later_blocks") & (curves.rate == 1.0)].set_index("subset")
-    drop = ((removed.apt_unpruned - removed.apt) / removed.drop_standard_error).reindex(unpruned.index)
+    drop = _in_standard_errors(removed.apt_unpruned - removed.apt, removed.drop_standard_error).reindex(unpruned.index)
     rows.append(("bert_removal_drop_se", drop.min(skipna=False),
                  f"per subset {drop.round(2).to_dict()}; APT with the later blocks removed {removed.apt.round(4).to_dict()}", None))
     return rows
@@ -302,7 +310,8 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         metrics.add("archetype_flip_spearman", _spearman_or_nan(flips.value, flips.max_dilution),
                     f"P_f {flips.value.tolist()}: max dilution {flips.max_dilution.tolist()} (reported)")
     cpw = toy_curves.assign(cpw=toy_curves.train_size / toy_curves.weights).groupby(["sweep", "value"]).cpw.first()
-    metrics.add("archetype_cpw_min", cpw.min(), f"training samples per weight, smallest at {cpw.idxmin()}; largest {cpw.max():.2f}")
+    sweep, value = cpw.idxmin()
+    metrics.add("archetype_cpw_min", cpw.min(), f"training samples per weight P / W, smallest at {sweep} = {value:g}; largest {cpw.max():.2f}")
     for row in toy_max.itertuples():
         metrics.add(f"archetype_max_dilution_{row.sweep}_{row.value:g}", row.max_dilution, f"baseline test accuracy {row.baseline:.3f}")
 
