@@ -53,26 +53,28 @@ def main() -> None:
 
     tokenizer = mlm.wordpiece_tokenizer()
     texts = io.read_table("data/processed/wikipedia_paragraphs.csv")["text"].astype(str).tolist()
-    token_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    wordpiece_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    vocabulary = mlm.Vocabulary.from_corpus(wordpiece_ids, tokenizer)  # the corpus's tokens, as the study's model
+    token_ids = vocabulary.encode(wordpiece_ids)
     split = mlm.corpus_subsets(token_ids, bert["token_budget"], bert["eval_paragraphs"], 0)
-    chunks = mlm.paragraph_chunks([token_ids[i] for i in split["many"]], bert["length"], tokenizer.cls_token_id,
-                                  tokenizer.sep_token_id, tokenizer.pad_token_id)
-    special = mlm.special_positions(chunks, tokenizer)
+    chunks = mlm.paragraph_chunks([token_ids[i] for i in split["many"]], bert["length"], vocabulary.cls, vocabulary.sep, vocabulary.pad)
+    special = mlm.special_positions(chunks, vocabulary)
     real_tokens = float((~special).float().mean())  # non-special share of positions
-    model = mlm.small_bert(tokenizer.vocab_size, bert["hidden"], bert["layers"], bert["heads"], bert["intermediate"], bert["length"], 0)
+    model = mlm.small_bert(vocabulary.size, bert["hidden"], bert["layers"], bert["heads"], bert["intermediate"], bert["length"], 0,
+                           dropout=bert["dropout"])
     generator = torch.Generator().manual_seed(0)
 
-    mlm.train_mlm(model, chunks, special, tokenizer.mask_token_id, 2, bert["batch_size"], 1e-3, generator, device)  # warm-up
+    mlm.train_mlm(model, chunks, special, vocabulary.mask, 2, bert["batch_size"], 1e-3, generator, device)  # warm-up
     _synchronise(device)
     start, cpu_start = time.perf_counter(), time.process_time()
-    mlm.train_mlm(model, chunks, special, tokenizer.mask_token_id, args.steps, bert["batch_size"], 1e-3, generator, device)
+    mlm.train_mlm(model, chunks, special, vocabulary.mask, args.steps, bert["batch_size"], 1e-3, generator, device)
     _synchronise(device)
     masked_only_s = (time.perf_counter() - start) / args.steps
     masked_only_cpu_s = (time.process_time() - cpu_start) / args.steps
 
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batches = [mlm.mask_tokens(chunks[:bert["batch_size"]], special[:bert["batch_size"]], tokenizer.mask_token_id,
-                               tokenizer.vocab_size, generator) for _ in range(args.steps)]
+    batches = [mlm.mask_tokens(chunks[:bert["batch_size"]], special[:bert["batch_size"]], vocabulary.mask,
+                               vocabulary.size, generator) for _ in range(args.steps)]
     model.train()
     start, cpu_start = time.perf_counter(), time.process_time()
     for inputs, labels in batches:
@@ -82,10 +84,9 @@ def main() -> None:
     full_cpu_s = (time.process_time() - cpu_start) / args.steps
 
     tokens_per_step = bert["batch_size"] * bert["length"] * real_tokens
-    eval_chunks = mlm.paragraph_chunks([token_ids[i] for i in split["eval"]], bert["length"], tokenizer.cls_token_id,
-                                       tokenizer.sep_token_id, tokenizer.pad_token_id)
-    masked, labels = mlm.fixed_masks(eval_chunks, mlm.special_positions(eval_chunks, tokenizer), tokenizer.mask_token_id,
-                                     tokenizer.vocab_size, generator)
+    eval_chunks = mlm.paragraph_chunks([token_ids[i] for i in split["eval"]], bert["length"], vocabulary.cls, vocabulary.sep, vocabulary.pad)
+    masked, labels = mlm.partition_masks(eval_chunks, mlm.special_positions(eval_chunks, vocabulary), vocabulary.mask,
+                                         vocabulary.size, bert["eval_maskings"], generator)
     start, cpu_start = time.perf_counter(), time.process_time()
     for rate in bert["rates"]:
         pruned = copy.deepcopy(model)
@@ -98,7 +99,7 @@ def main() -> None:
     report = {
         "device": provenance.describe_device(device), "threads": args.threads,
         "model": {k: bert[k] for k in ("hidden", "layers", "heads", "intermediate", "length", "batch_size")},
-        "vocab_size": tokenizer.vocab_size, "non_special_share": real_tokens,
+        "vocab_size": vocabulary.size, "non_special_share": real_tokens,
         "mlm_masked_logits": {"seconds_per_step": masked_only_s, "cpu_seconds_per_step": masked_only_cpu_s,
                               "tokens_per_second": tokens_per_step / masked_only_s, "tokens_per_cpu_second": tokens_per_step / masked_only_cpu_s},
         "mlm_full_logits": {"seconds_per_step": full_s, "cpu_seconds_per_step": full_cpu_s,

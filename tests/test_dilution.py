@@ -21,6 +21,14 @@ from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, prune_
 from factstore.experiments import dilution as steps
 
 
+@pytest.fixture(scope="module")
+def tokenizer():
+    try:
+        return mlm.wordpiece_tokenizer()
+    except ImportError as error:
+        pytest.skip(f"offline tokenizer unavailable: {error}")
+
+
 # -- archetypes ---------------------------------------------------------------------------------
 
 
@@ -44,12 +52,18 @@ def test_stacked_dilution_zeroes_each_members_share_and_masks_survive_training()
     train = toy.noisy_samples(prototypes, 20, 0.1, generator)
     test = toy.noisy_samples(prototypes, 10, 0.1, generator)
     rates = [0.0, 0.5, 0.9]
-    runs = toy.train_diluted(train, test, rates, hidden=8, depth=2, epochs=3, learning_rate=0.05, batch_size=16, generator=generator)
+    runs = toy.train_diluted(train, test, rates, hidden=8, depth=2, steps=15, learning_rate=0.05, batch_size=16, generator=generator)
     assert [run.rate for run in runs] == rates
     for run in runs:
         assert abs(run.zero_fraction - run.rate) < 0.01
         assert 0 <= run.test_accuracy <= 1
     assert runs[0].train_accuracy > 0.5  # the undiluted net learns
+
+
+def test_weight_count_is_the_nets_parameter_count():
+    for depth in (1, 2, 3):
+        net = toy.stacked_networks(1, 64, 16, depth, 10, torch.Generator().manual_seed(0))
+        assert toy.weight_count(64, 16, depth, 10) == sum(p.numel() for p in net.parameters())
 
 
 def test_magnitude_pruning_zeros_the_smallest_weights_and_they_stay_zero_through_training():
@@ -102,6 +116,43 @@ def test_mlm_masking_follows_bert_15_percent_and_80_10_10():
     unchanged = (masked[picked] == ids[picked]).sum().item() / n
     assert abs(as_mask - 0.8) < 0.01 and abs(unchanged - 0.1) < 0.01
     assert abs(1 - as_mask - unchanged - 0.1) < 0.01  # random replacements
+
+
+def test_partition_masks_mask_every_token_exactly_once():
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, 30000, (50, 64), generator=generator)
+    special = torch.zeros_like(ids, dtype=torch.bool)
+    special[:, 0] = special[:, 50:] = True
+    masked, labels = mlm.partition_masks(ids, special, mask_id=103, vocab_size=30522, maskings=7, generator=generator)
+    assert masked.shape == (7 * 50, 64)
+    picked = (labels != mlm.IGNORE).view(7, 50, 64)
+    assert torch.equal(picked.sum(0), (~special).long())  # each non-special token in exactly one masking
+    assert all(abs(picked[j].sum().item() / (~special).sum().item() - 1 / 7) < 0.02 for j in range(7))
+    assert torch.equal(labels.view(7, 50, 64)[picked], ids.expand(7, -1, -1)[picked])
+    assert abs((masked[labels != mlm.IGNORE] == 103).float().mean().item() - 0.8) < 0.02
+
+
+def test_standard_errors_of_an_accuracy_and_of_a_paired_difference():
+    rng = np.random.default_rng(0)
+    first = torch.tensor(rng.random(20000) < 0.2)
+    assert mlm.binomial_standard_error(first) == pytest.approx(np.sqrt(0.2 * 0.8 / 20000), rel=0.02)
+    assert mlm.paired_standard_error(first, first) == 0.0  # the same predictions: no noise in the difference
+    second = first.clone()
+    second[:200] = ~second[:200]  # 1% of the tokens disagree
+    assert mlm.paired_standard_error(first, second) == pytest.approx(np.sqrt(0.01 / 20000), rel=0.05)
+
+
+def test_vocabulary_keeps_the_corpus_tokens_and_the_markers(tokenizer):
+    corpus = [[2000, 2001, 7592], [7592, 29000]]
+    vocabulary = mlm.Vocabulary.from_corpus(corpus, tokenizer)
+    assert vocabulary.size == 4 + 5 + 4 and vocabulary.pad == 0
+    assert vocabulary.wordpiece_ids[1:5] == mlm.MARKERS  # the entity markers keep their ids 1..4
+    assert vocabulary.wordpiece_ids[vocabulary.mask] == tokenizer.mask_token_id
+    assert vocabulary.wordpiece_ids[vocabulary.cls] == tokenizer.cls_token_id
+    encoded = vocabulary.encode(corpus + [[3000]])
+    assert [[vocabulary.wordpiece_ids[i] for i in ids] for ids in encoded[:2]] == corpus
+    assert encoded[2] == [vocabulary.unk]  # a token outside the corpus reads [UNK]
+    assert torch.equal(vocabulary.lookup()[torch.tensor(corpus[0])], torch.tensor(encoded[0]))
 
 
 def test_paragraph_chunks_never_cross_paragraphs():
@@ -171,14 +222,6 @@ def test_fewrel_subsets_take_labels_and_samples_and_keep_test_out_of_training(fe
         fewrel.label_subset(fewrel_table, 4, 631, np.random.default_rng(0))
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    try:
-        return mlm.wordpiece_tokenizer()
-    except ImportError as error:
-        pytest.skip(f"offline tokenizer unavailable: {error}")
-
-
 def test_fewrel_encoding_marks_head_and_tail(fewrel_table, tokenizer):
     train, _ = fewrel.label_subset(fewrel_table, 2, 5, np.random.default_rng(0))
     ids, markers = fewrel.encode(train, tokenizer, max_length=128)
@@ -197,7 +240,7 @@ class Context:
 
 
 CORPUS = {"token_budget": 250, "eval_paragraphs": 4, "length": 24, "seed": 0}
-MODEL = {"hidden": 16, "layers": 2, "heads": 2, "intermediate": 32, "batch_size": 4, "learning_rate": 1e-3, "warmup": 1}
+MODEL = {"hidden": 16, "layers": 2, "heads": 2, "intermediate": 32, "dropout": 0.1, "batch_size": 4, "learning_rate": 1e-3, "warmup": 1}
 
 
 @pytest.fixture(scope="module")
@@ -236,19 +279,26 @@ def test_bert_pipeline_pretrains_resumes_from_its_checkpoint_and_prunes(tmp_path
     model_path = tmp_path / "bert.pt"
     model_path.write_bytes(out["model"])
 
-    prune_params = CORPUS | {"subset": "many", "groups": ["later_blocks", "qkv", "first_block", "head"], "rates": [0, 0.5, 0.9],
-                             "retrain_steps": 1, "batch_size": 4, "learning_rate": 1e-4}
+    assert out["subset"]["vocabulary_size"] < 100  # the corpus's ~20 words, not 30,522 rows
+
+    prune_params = CORPUS | {"subset": "many", "groups": ["later_blocks", "qkv", "first_block", "head"], "rates": [0, 0.5, 1.0],
+                             "retrain_steps": 1, "batch_size": 4, "learning_rate": 1e-4, "eval_maskings": 3}
     table = steps.prune_bert(prune_params, {"paragraphs": paragraphs, "model": model_path}, Context)["table"]
     assert len(table) == 12 and table.apt.between(0, 1).all()
     assert np.allclose(table.zero_fraction, table.rate, atol=0.01)  # the re-training kept the masks
     unpruned = table[table.rate == 0]
     assert np.allclose(unpruned.apt, unpruned.apt_unpruned)  # rate 0 is the unpruned model, re-training skipped
+    assert (unpruned.drop_standard_error == 0).all() and (table.apt_standard_error > 0).all()
+    vocabulary, token_ids, split = steps._tokenized_corpus(paragraphs, CORPUS)
+    assert (table.masked_tokens == sum(len(token_ids[i]) for i in split["eval"])).all()  # every eval token masked once
 
 
 def test_fewrel_step_reports_its_split_and_dilutes_the_block(tmp_path, fewrel_table, tokenizer):
-    model = mlm.small_bert(tokenizer.vocab_size, 16, 2, 2, 32, 48, seed=0)
+    wordpiece = tokenizer(fewrel_table.text.head(200).tolist(), add_special_tokens=False)["input_ids"]
+    vocabulary = mlm.Vocabulary.from_corpus(wordpiece, tokenizer)
+    model = mlm.small_bert(vocabulary.size, 16, 2, 2, 32, 48, seed=0)
     path = tmp_path / "bert.pt"
-    path.write_bytes(mlm.state_bytes(mlm.model_payload(model)))
+    path.write_bytes(mlm.state_bytes(mlm.model_payload(model, vocabulary=vocabulary)))
     sentences = tmp_path / "fewrel.csv"
     fewrel_table.to_csv(sentences, index=False)
     params = {"sweep": "labels", "settings": [[2, 5], [3, 5]], "rates": [0, 0.8], "seeds": 1, "seed": 0, "steps": 2,
@@ -257,6 +307,20 @@ def test_fewrel_step_reports_its_split_and_dilutes_the_block(tmp_path, fewrel_ta
     assert len(table) == 4 and set(table.source) == {"fewrel_val_wiki"}
     assert np.allclose(table.zero_fraction, table.rate, atol=0.01)
     assert (table.test_size == table.n_labels * 70).all()
+    assert table.unknown_token_fraction.between(0, 0.5).all()
+
+
+def test_restricted_embeddings_give_the_same_encoder_outputs():
+    model = mlm.small_bert(60, 16, 2, 2, 32, 12, seed=0).eval()
+    ids = torch.randint(5, 60, (3, 12))
+    ids[0, 8:] = 0  # padding
+    encoder = fewrel.one_block_encoder(model).eval()
+    before = encoder(input_ids=ids, attention_mask=(ids != 0).long()).last_hidden_state
+    cut, (renumbered,) = fewrel.restrict_vocabulary(encoder, ids)
+    assert cut.embeddings.word_embeddings.num_embeddings == len(torch.unique(ids))
+    assert torch.equal(renumbered == 0, ids == 0)  # [PAD] stays 0
+    after = cut(input_ids=renumbered, attention_mask=(renumbered != 0).long()).last_hidden_state
+    assert torch.allclose(before, after, atol=1e-6)
 
 
 # -- claims -------------------------------------------------------------------------------------
@@ -284,24 +348,66 @@ FAILING = {
 }
 
 
+GATES_PASSING = {
+    "archetype_cpw_min": 1.3,
+    "fewrel_undiluted_test_accuracy_min": 0.9,
+    "bert_apt_margin_se": 12.0,
+    "bert_apt_standard_error": 0.0028,
+    "bert_removal_drop_se": 30.0,
+}
+GATES_FAILING = {  # the unigram-stage BERT of the review, FewRel underfit, archetypes at P / W = 0.1
+    "archetype_cpw_min": 0.1,
+    "fewrel_undiluted_test_accuracy_min": 0.46,
+    "bert_apt_margin_se": 3.5,
+    "bert_apt_standard_error": 0.006,
+    "bert_removal_drop_se": 0.5,
+}
+
+
+def _claim(claim_id):
+    return {c["id"]: c for c in load_registry(REPOSITORY / "config/claims.yaml")}[claim_id]
+
+
+def _tables(claim, values):
+    return {claim["result"]: pd.DataFrame({"metric": list(values), "value": list(values.values()), "detail": ""})}
+
+
 @pytest.mark.parametrize("claim_id", CLAIM_IDS)
 def test_each_claim_check_flips_with_its_metric(claim_id):
-    claim = {c["id"]: c for c in load_registry(REPOSITORY / "config/claims.yaml")}[claim_id]
+    claim = _claim(claim_id)
     assert claim["result"] == "results/dilution/metrics.csv" and claim["checks"]
-    table = lambda values: {claim["result"]: pd.DataFrame({"metric": list(values), "value": list(values.values()), "detail": ""})}
-    assert evaluate_claim(claim, table(PASSING), "paper")["status"] == "PASS"
+    passing = PASSING | GATES_PASSING
+    assert evaluate_claim(claim, _tables(claim, passing), "paper")["status"] == "PASS"
     for check in claim["checks"]:
-        one_off = PASSING | {check["metric"]: FAILING[check["metric"]]}
-        assert evaluate_claim(claim, table(one_off), "paper")["status"] == "FAIL", check["metric"]
+        one_off = passing | {check["metric"]: FAILING[check["metric"]]}
+        assert evaluate_claim(claim, _tables(claim, one_off), "paper")["status"] == "FAIL", check["metric"]
 
 
-def test_summary_writes_every_metric_the_claims_read():
-    rates = [0.0, 0.5, 0.9]
-    toy_rows = [{"sweep": sweep, "value": v, "seed": 0, "rate": r, "test_accuracy": 1.0 if r < 0.9 or v < 8 else 0.5}
+@pytest.mark.parametrize("claim_id", CLAIM_IDS)
+def test_each_gate_makes_its_claim_untestable_whatever_the_checks_give(claim_id):
+    claim = _claim(claim_id)
+    assert claim["gates"]
+    for gate in claim["gates"]:
+        for checks in (PASSING, FAILING):
+            record = evaluate_claim(claim, _tables(claim, checks | GATES_PASSING | {gate["metric"]: GATES_FAILING[gate["metric"]]}), "paper")
+            assert record["status"] == "UNTESTABLE", gate["metric"]
+            assert record["gates"][gate["metric"]] == GATES_FAILING[gate["metric"]]
+    assert {g["metric"] for g in _claim("S3.cpl-labels")["gates"]} == {"archetype_cpw_min", "fewrel_undiluted_test_accuracy_min"}
+    assert {"bert_apt_margin_se", "bert_apt_standard_error", "bert_removal_drop_se"} <= {g["metric"] for g in _claim("S3.bert-prunable")["gates"]}
+
+
+def test_summary_writes_every_metric_the_claims_and_gates_read():
+    rates = [0.0, 0.5, 0.9, 1.0]
+    toy_rows = [{"sweep": sweep, "value": v, "seed": 0, "rate": r, "test_accuracy": 1.0 if r < 0.9 or v < 8 else 0.5,
+                 "train_size": (v if sweep == "n_labels" else 4) * (v if sweep == "per_label" else 10), "weights": 20}
                 for sweep, values in (("n_labels", [2, 4, 8]), ("per_label", [5, 10])) for v in values for r in rates]
-    bert_rows = [{"subset": s, "group": g, "rate": r, "apt": 0.3 if (r < 0.9 or g == "later_blocks") else 0.1, "apt_unpruned": 0.3}
+    bert_rows = [{"subset": s, "group": g, "rate": r, "apt": 0.3 if (r < 0.9 or (g == "later_blocks" and r < 1)) else 0.1,
+                  "apt_unpruned": 0.3, "most_frequent_apt": 0.06, "margin_standard_error": 0.004 if s == "few" else 0.002,
+                  "apt_standard_error": 0.0025 if s == "many" else 0.002, "drop_standard_error": 0.0 if r == 0 else 0.01,
+                  "masked_tokens": 14000}
                  for s in ("few", "many") for g in ("later_blocks", "qkv", "first_block", "head") for r in rates]
-    fewrel_rows = [{"sweep": sw, "n_labels": n, "per_label": k, "seed": 0, "rate": r, "test_accuracy": 0.8, "source": "fewrel_val_wiki"}
+    fewrel_rows = [{"sweep": sw, "n_labels": n, "per_label": k, "seed": 0, "rate": r, "test_accuracy": 0.8 + 0.01 * n * (r == 0),
+                    "source": "fewrel_val_wiki"}
                    for sw, settings in (("labels", [(2, 5), (3, 5), (4, 5)]), ("samples", [(2, 5), (2, 10)])) for n, k in settings for r in rates]
     tables = {"archetypes_all": pd.DataFrame(toy_rows), "bert_all": pd.DataFrame(bert_rows), "fewrel_all": pd.DataFrame(fewrel_rows)}
     import factstore.experiments.dilution as module
@@ -314,11 +420,24 @@ def test_summary_writes_every_metric_the_claims_read():
         module.concat_tables = original
     metrics = dict(zip(out["metrics"].metric, out["metrics"].value))
     claims = [c for c in load_registry(REPOSITORY / "config/claims.yaml") if c["id"] in CLAIM_IDS]
-    for check in (check for claim in claims for check in claim["checks"]):
+    for check in (check for claim in claims for check in claim["checks"] + claim["gates"]):
         assert check["metric"] in metrics, check["metric"]
     assert metrics["archetype_labels_spearman"] == pytest.approx(-np.sqrt(3) / 2)
     assert metrics["bert_later_blocks_max_pruning"] == 0.9 and metrics["bert_later_minus_qkv_max_pruning"] == pytest.approx(0.4)
     assert np.isnan(metrics["fewrel_labels_spearman"])  # flat: no fall, the check fails
+    assert metrics["archetype_cpw_min"] == pytest.approx(20 / 20)  # 2 labels x 10 per label over 20 weights
+    assert metrics["bert_apt_margin_se"] == pytest.approx(0.24 / 0.004)  # the worse subset
+    assert metrics["bert_apt_standard_error"] == 0.0025 and metrics["bert_removal_drop_se"] == pytest.approx(20.0)
+    assert metrics["fewrel_undiluted_test_accuracy_min"] == pytest.approx(0.82)
+    assert out["metrics"].set_index("metric").loc["bert_apt_unpruned_many", "standard_error"] == 0.0025
+
+
+def test_identical_predictions_are_zero_standard_errors_apart():
+    rows = pd.DataFrame([{"subset": "few", "group": "later_blocks", "rate": r, "apt": 0.01, "apt_unpruned": 0.01,
+                          "most_frequent_apt": 0.01, "margin_standard_error": 0.0, "apt_standard_error": 0.001,
+                          "drop_standard_error": 0.0, "masked_tokens": 100} for r in (0.0, 1.0)])
+    metrics = {name: value for name, value, *_ in steps.bert_gate_metrics(rows)}
+    assert metrics["bert_removal_drop_se"] == 0.0 and metrics["bert_apt_margin_se"] == 0.0  # the gates fail, not NaN
 
 
 # -- configs and the smoke run ------------------------------------------------------------------

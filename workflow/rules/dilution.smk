@@ -60,7 +60,7 @@ rule dilution_pretrain:
     params:
         step="dilution.pretrain",
         json=lambda w: as_json(
-            {k: v for k, v in DILUTION_BERT.items() if k not in ("groups", "rates", "retrain_steps")},
+            {k: v for k, v in DILUTION_BERT.items() if k not in ("groups", "rates", "retrain_steps", "eval_maskings")},
             subset=w.subset, seed=DILUTION["seed"],
             checkpoint=f"results/dilution/checkpoints/pretrain_{w.subset}.pt",
         ),
@@ -89,6 +89,7 @@ rule dilution_prune_bert:
             DILUTION_BERT_CORPUS,
             subset=w.subset, groups=DILUTION_BERT["groups"], rates=DILUTION_BERT["rates"],
             retrain_steps=DILUTION_BERT["retrain_steps"], batch_size=DILUTION_BERT["batch_size"],
+            eval_maskings=DILUTION_BERT["eval_maskings"],
             learning_rate=DILUTION_BERT["retrain_learning_rate"],
         ),
         io=runner_io,

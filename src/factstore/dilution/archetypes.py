@@ -76,6 +76,13 @@ def dilute_members(layer: StackedLinear, rates: list[float], generator: torch.Ge
     prune.custom_from_mask(layer, "weight", mask.view(members, rows, columns))
 
 
+def weight_count(n_bits: int, hidden: int, depth: int, n_labels: int) -> int:
+    """Trainable parameters (weights and biases) of one net N -> hidden (x depth) -> O: the W of
+    the capacity per weight P / W."""
+    widths = [n_bits] + [hidden] * depth + [n_labels]
+    return sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
+
+
 @dataclass
 class ArchetypeRun:
     """One trained net: its dilution rate, test accuracy, final training accuracy, zero fraction."""
@@ -92,7 +99,7 @@ def train_diluted(
     rates: list[float],
     hidden: int,
     depth: int,
-    epochs: int,
+    steps: int,
     learning_rate: float,
     batch_size: int,
     generator: torch.Generator,
@@ -101,7 +108,9 @@ def train_diluted(
     input-to-hidden weights diluted at its rate by a mask fixed from initialisation.
 
     train, test: (inputs (P, N), labels (P,)). Adam on the summed per-net cross-entropies (so each
-    net gets its own gradient), minibatches of batch_size, `epochs` passes.
+    net gets its own gradient), `steps` minibatches of batch_size drawn from shuffled passes over
+    the training set (as many passes as the steps need): the same optimisation budget at every
+    training-set size, so a larger set is not also trained longer.
     """
     inputs, labels = train
     members = len(rates)
@@ -110,16 +119,18 @@ def train_diluted(
     first = nets[0]
     dilute_members(first, list(rates), generator)
     optimiser = torch.optim.Adam(nets.parameters(), lr=learning_rate)
-    for epoch in range(epochs):
-        order = torch.randperm(len(labels), generator=generator)
-        for start in range(0, len(labels), batch_size):
-            batch = order[start : start + batch_size]
-            logits = nets(inputs[batch].expand(members, -1, -1))  # (R, B, O)
-            loss = nn.functional.cross_entropy(logits.reshape(-1, n_labels), labels[batch].repeat(members), reduction="sum") / len(batch)
-            check_finite(loss, None, where=f"dilution.archetypes(learning_rate={learning_rate:g})", step=epoch)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
+    order, start = torch.randperm(len(labels), generator=generator), 0
+    for step in range(steps):
+        if start >= len(labels):
+            order, start = torch.randperm(len(labels), generator=generator), 0
+        batch = order[start : start + batch_size]
+        start += batch_size
+        logits = nets(inputs[batch].expand(members, -1, -1))  # (R, B, O)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, n_labels), labels[batch].repeat(members), reduction="sum") / len(batch)
+        check_finite(loss, None, where=f"dilution.archetypes(learning_rate={learning_rate:g})", step=step)
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
     with torch.no_grad():
         train_accuracy = (nets(inputs.expand(members, -1, -1)).argmax(-1) == labels).float().mean(-1)
         test_accuracy = (nets(test[0].expand(members, -1, -1)).argmax(-1) == test[1]).float().mean(-1)

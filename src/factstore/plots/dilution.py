@@ -27,6 +27,9 @@ GROUP_TITLES = {
 }
 
 
+REMOVED_AT = 1e-3  # where a rate-1 point (every weight of the group removed) is drawn on the log axis
+
+
 def _kept_axis(ax) -> None:
     ax.set_xscale("log")
     ax.invert_xaxis()
@@ -87,9 +90,10 @@ def bert_pretraining(tables: dict[str, pd.DataFrame], params: dict):
         for subset in subsets:
             here = curves[(curves.group == group) & (curves.subset == subset)].sort_values("rate")
             first = here.iloc[0]
-            ax.plot(1 - here.rate, here.apt, marker="o", ms=3, color=colours[subset],
-                    label=f"{subset}: {first.paragraphs} paragraphs, {first.tokens} tokens")
+            ax.errorbar(np.maximum(1 - here.rate, REMOVED_AT), here.apt, yerr=here.apt_standard_error, marker="o", ms=3, capsize=2,
+                        color=colours[subset], label=f"{subset}: {first.paragraphs} paragraphs, {first.tokens} tokens")
             ax.axhline(first.apt_unpruned * (1 - params["bert_tolerance"]), color=colours[subset], linewidth=0.7, linestyle=":")
+            ax.axhline(first.most_frequent_apt, color=colours[subset], linewidth=0.7, linestyle="--")
         _kept_axis(ax)
         ax.set_title(GROUP_TITLES[group])
     axes[0][0].set_ylabel("accuracy per masked token (APT)")
@@ -102,7 +106,8 @@ def bert_pretraining(tables: dict[str, pd.DataFrame], params: dict):
     style.shared_legend(fig, axes)
     retrain = int(curves.retrain_steps.iloc[0])
     style.caption(fig, f"magnitude pruning after pretraining; {'no re-training' if retrain == 0 else f'{retrain} MLM steps of re-training with masks held'}"
-                       f"; dotted: the plateau's lower edge; {int(curves.masked_tokens.iloc[0])} masked tokens")
+                       f"; dotted: the plateau's lower edge; dashed: always the most frequent token; {int(curves.masked_tokens.iloc[0])} masked tokens"
+                       f" (every evaluation token once), bars one standard error; rate 1 (the group removed) drawn at kept {REMOVED_AT:g}")
     return fig
 
 
