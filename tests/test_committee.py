@@ -232,6 +232,21 @@ def test_power_law_fit_recovers_a_known_exponent():
     assert fit.exponent == pytest.approx(-0.9, abs=0.03) and fit.r2 > 0.99
 
 
+def test_bit_and_label_accuracies():
+    """The O-bit label accuracy (every bit right) is at most the bit accuracy, equal at O = 1."""
+    generator = torch.Generator().manual_seed(8)
+    for outputs in (1, 4):
+        x, y, _ = patterns.load_batch([50] * 3, 12, generator, n_outputs=outputs)
+        weights = multi_output.initial_weights(3, 12, 5, outputs, generator)
+        bits, labels = multi_output.accuracies(weights, x, y)
+        assert ((0 <= labels) & (labels <= bits) & (bits <= 1)).all()
+        if outputs == 1:
+            assert torch.equal(bits, labels)
+    result = multi_output.train_until_saturated(weights, x, y, max_epochs=60, learning_rate=0.05, beta_start=1.0,
+                                                beta_end=16.0, patience=1000)
+    assert result.epochs == 60 and (result.accuracy > 0.5).all() and 0 <= result.saturated_at < 60
+
+
 def test_finite_error_capacity_counts_stored_bits():
     assert multi_output.stored_bits_per_weight(1.0, 100, 4, 200) == pytest.approx(2.0)
     assert multi_output.stored_bits_per_weight(0.5, 100, 4, 200) == 0.0

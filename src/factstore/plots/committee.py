@@ -121,8 +121,8 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     tables: outputs (per-O means, committee.summary), table (per instance, committee.multi_output).
     """
     per_o, runs = tables["outputs"], tables["table"]
-    fig, axes = style.figure(ncols=2, width=4.2)
-    left, right = axes[0]
+    fig, axes = style.figure(ncols=3, width=3.8)
+    left, right, labels = axes[0]
     colours = style.palette(["measured", "fit"])
     left.plot(runs.outputs, runs.above_chance.clip(lower=1e-4), ".", color="0.7", label="instances")
     left.plot(per_o.outputs, per_o.above_chance.clip(lower=1e-4), "o", color=colours["measured"], label="mean")
@@ -142,8 +142,15 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     right.set_yscale("log")
     right.set_xlabel("outputs O")
     right.set_ylabel("finite-error CpW: P O (1 - H2(error)) / W")
+    labels.plot(runs.outputs, runs.label_accuracy.clip(lower=1e-4), ".", color="0.7")
+    labels.plot(per_o.outputs, per_o.label_accuracy.clip(lower=1e-4), "o-", color=colours["measured"])
+    labels.set_xscale("log")
+    labels.set_yscale("log")
+    labels.set_xlabel("outputs O")
+    labels.set_ylabel("O-bit label accuracy (every bit right)")
+    labels.set_title("label accuracy")
     n, hidden, p = (int(runs[column].iloc[0]) for column in ("n", "hidden", "patterns"))
-    left.set_title("accuracy above chance")
+    left.set_title("accuracy above chance (checked)")
     right.set_title("finite-error capacity per weight")
     style.caption(fig, f"N = {n}, H = {hidden}, P = {p}; {runs.instance.nunique()} instances; "
                        f"trained until the accuracy saturates (at most {int(per_o.epochs.max())} epochs)")
