@@ -259,6 +259,7 @@ INSIDE = {
     "cpw_k1_lp_largest_n": 2.0, "cpw_k3_best_largest_n": 2.96, "cpw_k5_best_largest_n": 3.33,
     "depth_tree_ratio": 1.01, "depth_fc_ratio_max_over_min": 1.05,
     "multi_output_above_chance_min": 0.02, "multi_output_exponent": -0.9, "multi_output_exponent_r2": 0.98,
+    "multi_output_saturated_fraction": 1.0,  # the power law's gate: every O saturated
 }
 OUTSIDE = {
     "cpw_k1_lp_largest_n": 1.5, "cpw_k3_best_largest_n": 2.2, "cpw_k5_best_largest_n": 2.4,
@@ -277,3 +278,11 @@ def test_each_claim_check_flips_on_a_hand_made_metrics_table(claim_id):
         flipped = table.copy()
         flipped.loc[flipped.metric == check["metric"], "value"] = OUTSIDE[check["metric"]]
         assert claims.evaluate_claim(claim, {RESULT: flipped}, "paper")["status"] == "FAIL", check["metric"]
+
+
+def test_an_unsaturated_multi_output_run_makes_the_power_law_untestable():
+    claim = REGISTRY["S3.multi-output-power-law"]
+    table = pd.DataFrame({"metric": list(INSIDE), "value": list(INSIDE.values())})
+    assert claims.evaluate_claim(claim, {RESULT: table}, "paper")["status"] == "PASS"
+    table.loc[table.metric == "multi_output_saturated_fraction", "value"] = 10 / 11
+    assert claims.evaluate_claim(claim, {RESULT: table}, "paper")["status"] == "UNTESTABLE"

@@ -28,12 +28,15 @@ from factstore.training import check_finite
 @dataclass
 class SaturationResult:
     """Per instance (B,): the best bit accuracy of the sign net and its O-bit label accuracy at that
-    point; the epochs run (the same for all) and the last epoch any instance improved."""
+    point; the epochs run (the same for all), the last epoch any instance improved, and whether the
+    run stopped saturated (no improvement for `patience` epochs, or every bit right) rather than at
+    max_epochs."""
 
     accuracy: torch.Tensor
     label_accuracy: torch.Tensor
     epochs: int
     saturated_at: int
+    saturated: bool
 
 
 def weight_count(n_inputs: int, hidden: int, outputs: int) -> int:
@@ -98,11 +101,13 @@ def train_until_saturated(
         best = torch.maximum(best, accuracy)
         return bool(improved.any())
 
+    saturated = False
     for epoch in range(max_epochs):
         if epoch % check_every == 0:
             if update_best():
                 last_improvement = epoch
             if epoch - last_improvement >= patience or bool((best >= 1).all()):
+                saturated = True
                 break
         beta = beta_schedule(epoch, max_epochs, beta_start, beta_end)
         fields = output_fields(params, patterns, beta)
@@ -112,7 +117,8 @@ def train_until_saturated(
         loss.backward()
         optimiser.step()
     update_best()
-    return SaturationResult(accuracy=best, label_accuracy=best_labels, epochs=epoch + 1, saturated_at=last_improvement)
+    return SaturationResult(accuracy=best, label_accuracy=best_labels, epochs=epoch + 1, saturated_at=last_improvement,
+                            saturated=saturated)
 
 
 def binary_entropy(p: float) -> float:

@@ -118,7 +118,7 @@ def multi_output(params: dict, inputs: dict[str, Path], context) -> dict[str, ob
             rows.append({
                 "outputs": outputs, "n": n, "hidden": hidden, "patterns": p, "weights": w, "instance": instance,
                 "accuracy": accuracy, "above_chance": accuracy - 0.5, "label_accuracy": label_accuracy,
-                "epochs": result.epochs, "saturated_at": result.saturated_at,
+                "epochs": result.epochs, "saturated_at": result.saturated_at, "saturated": result.saturated,
                 "bits_per_weight": many.stored_bits_per_weight(accuracy, p, outputs, w),
             })
     return {"table": pd.DataFrame(rows)}
@@ -231,26 +231,37 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
 
     # K = 3 and K = 5: each solver at its largest N and its 1/N line; the best solver at the study's
     # largest N is the certified lower bound the claim reads.
-    for k in (3, 5):
+    # The literal names: (largest N, 1/N intercept) per solver, and the best solver's.
+    names = {
+        3: {"backprop": ("cpw_k3_backprop_largest_n", "cpw_k3_backprop_extrapolated"),
+            "least_action": ("cpw_k3_least_action_largest_n", "cpw_k3_least_action_extrapolated"),
+            "best": ("cpw_k3_best_largest_n", "cpw_k3_best_extrapolated")},
+        5: {"backprop": ("cpw_k5_backprop_largest_n", "cpw_k5_backprop_extrapolated"),
+            "least_action": ("cpw_k5_least_action_largest_n", "cpw_k5_least_action_extrapolated"),
+            "best": ("cpw_k5_best_largest_n", "cpw_k5_best_extrapolated")},
+    }
+    for k, names_of_k in names.items():
         runs_of_k = [f"tree_k{k}_{solver}" for solver in params["solvers"][f"k{k}"]]
-        for run in runs_of_k:
-            add(f"cpw_k{k}_{run.split(f'tree_k{k}_')[1]}_largest_n", at_largest_n(run))
-            add(f"cpw_k{k}_{run.split(f'tree_k{k}_')[1]}_extrapolated", extrapolated(run))
+        for solver in params["solvers"][f"k{k}"]:
+            largest_name, extrapolated_name = names_of_k[solver]
+            add(largest_name, at_largest_n(f"tree_k{k}_{solver}"))
+            add(extrapolated_name, extrapolated(f"tree_k{k}_{solver}"))
+        best_name, best_extrapolated_name = names_of_k["best"]
         here = capacity_table[capacity_table.run.isin(runs_of_k)]
         if here.empty:
-            metrics.add(f"cpw_k{k}_best_largest_n", math.nan, "no run")
-            metrics.add(f"cpw_k{k}_best_extrapolated", math.nan, "no run")
+            metrics.add(best_name, math.nan, "no run")
+            metrics.add(best_extrapolated_name, math.nan, "no run")
             continue
         largest = int(here.n.max())
         at_n = here[here.n == largest].sort_values("cpw", na_position="first")
         best = at_n.iloc[-1]
         others = ", ".join(f"{r.solver}: {r.cpw:.3g}" for r in at_n.itertuples())
         best_line = extrapolated(best.run)
-        metrics.add(f"cpw_k{k}_best_largest_n", best.cpw,
+        metrics.add(best_name, best.cpw,
                     f"certified lower bound on CpW: the best solver ({best.solver}) at the largest N = {largest} ({others}); "
                     f"its 1/N intercept {best_line[0]:.3g} +- {best_line[2]:.2g} reported beside it",
                     standard_error=best.cpw_standard_error)
-        metrics.add(f"cpw_k{k}_best_extrapolated", best_line[0], f"{best.run}: {best_line[1]}", standard_error=best_line[2])
+        metrics.add(best_extrapolated_name, best_line[0], f"{best.run}: {best_line[1]}", standard_error=best_line[2])
 
     # The solver's share: CpW of the same K = 3 instances at one N after more and more epochs.
     sweep = params["epoch_sweep"]
@@ -289,29 +300,34 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     per_o = outputs_table.groupby("outputs", as_index=False).agg(
         above_chance=("above_chance", "mean"), accuracy=("accuracy", "mean"), label_accuracy=("label_accuracy", "mean"),
         bits_per_weight=("bits_per_weight", "mean"), epochs=("epochs", "max"), saturated_at=("saturated_at", "max"),
+        saturated=("saturated", "all"),
     )
     o_values = per_o.outputs.tolist()
     metrics.add("multi_output_above_chance_min", per_o.above_chance.min(), f"mean over instances, O = {o_values}")
-    readings = {
-        "exponent": ("above_chance", "bit accuracy above chance, acc - 1/2 (checked)"),
-        "cpw_exponent": ("bits_per_weight", "finite-error CpW, P O (1 - H2(1 - acc)) / W bits per weight (reported)"),
-        "label_exponent": ("label_accuracy", "O-bit label accuracy, the fraction of patterns with every bit right (reported)"),
+    readings = {  # column: (exponent metric, its R^2 metric, what it is)
+        "above_chance": ("multi_output_exponent", "multi_output_exponent_r2", "bit accuracy above chance, acc - 1/2 (checked)"),
+        "bits_per_weight": ("multi_output_cpw_exponent", "multi_output_cpw_exponent_r2",
+                            "finite-error CpW, P O (1 - H2(1 - acc)) / W bits per weight (reported)"),
+        "label_accuracy": ("multi_output_label_exponent", "multi_output_label_exponent_r2",
+                           "O-bit label accuracy, the fraction of patterns with every bit right (reported)"),
     }
-    for name, (column, meaning) in readings.items():
-        positive = per_o[per_o[column] > 0]
-        if len(positive) == len(per_o) and len(per_o) >= 3:
+    for column, (exponent_name, r2_name, meaning) in readings.items():
+        if (per_o[column] > 0).all() and len(per_o) >= 3:
             fit = linregress(np.log(per_o.outputs), np.log(per_o[column]))
-            metrics.add(f"multi_output_{name}", fit.slope, f"{meaning} ~ O^exponent over O = {o_values}, prefactor {math.exp(fit.intercept):.3g}",
+            metrics.add(exponent_name, fit.slope, f"{meaning} ~ O^exponent over O = {o_values}, prefactor {math.exp(fit.intercept):.3g}",
                         standard_error=fit.stderr)
-            metrics.add(f"multi_output_{name}_r2", fit.rvalue**2, f"R^2 of the line in (log O, log {column})")
+            metrics.add(r2_name, fit.rvalue**2, f"R^2 of the line in (log O, log {column})")
         else:
-            metrics.add(f"multi_output_{name}", math.nan, f"{meaning}: not positive at every O of {o_values} (or < 3 O): no power law fitted")
-            metrics.add(f"multi_output_{name}_r2", math.nan, "no fit")
+            metrics.add(exponent_name, math.nan, f"{meaning}: not positive at every O of {o_values} (or < 3 O): no power law fitted")
+            metrics.add(r2_name, math.nan, "no fit")
     upper = per_o[per_o.outputs >= per_o.outputs.median()]
     if len(upper) >= 3 and (upper.above_chance > 0).all():
         fit = linregress(np.log(upper.outputs), np.log(upper.above_chance))
         metrics.add("multi_output_exponent_upper_half", fit.slope, f"acc - 1/2 over the larger half of O = {upper.outputs.tolist()} (reported, not checked)",
                     standard_error=fit.stderr)
+    metrics.add("multi_output_saturated_fraction", per_o.saturated.mean(),
+                f"fraction of O whose run stopped saturated (no gain for `patience` epochs) before max_epochs; unsaturated: "
+                f"{per_o.outputs[~per_o.saturated].tolist()}")
     largest = per_o.iloc[-1]
     metrics.add("multi_output_cpw_largest_o", largest.bits_per_weight, f"P O (1 - H2(error)) / W at O = {int(largest.outputs)}")
     metrics.add("multi_output_saturation_epochs", per_o.saturated_at.max(),
