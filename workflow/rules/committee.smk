@@ -25,7 +25,8 @@ COMMITTEE_RUNS["depth_tree"] = COMMITTEE_SHARED | {
     "architecture": {"kind": "tree", "hidden": COMMITTEE_DEPTH["tree"]["hidden"], "groups": COMMITTEE_DEPTH["tree"]["groups"]},
     "solver": "least_action", "n": COMMITTEE_DEPTH["tree"]["n"], "alphas": COMMITTEE_DEPTH["tree"]["alphas"],
 }
-COMMITTEE_RUNS["depth_reference"] = COMMITTEE_RUNS["depth_tree"] | {"architecture": {"kind": "tree", "hidden": 3}}
+# (instance_key: the reference learns the depth tree's patterns and labels.)
+COMMITTEE_RUNS["depth_reference"] = COMMITTEE_RUNS["depth_tree"] | {"architecture": {"kind": "tree", "hidden": 3}, "instance_key": "depth_tree"}
 COMMITTEE_RUNS |= {
     f"fc_l{layers}": COMMITTEE_SHARED | {
         "architecture": {"kind": "fc", "hidden": COMMITTEE_DEPTH["fc"]["hidden"], "layers": layers},
