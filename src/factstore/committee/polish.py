@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse
 import torch
-from scipy.optimize import linprog
 
 from factstore.committee.architectures import Architecture
 from factstore.committee.least_action import least_action_flips, unit_signs
+from factstore.committee.separability import solve_lp
 
 
 def internal_representation(fields: np.ndarray, labels: np.ndarray, groups: tuple[int, ...] = ()) -> np.ndarray:
@@ -42,8 +42,8 @@ def fit_unit(inputs: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, float
     constraints = scipy.sparse.hstack([signed, -scipy.sparse.identity(p)], format="csr")
     cost = np.concatenate([np.zeros(n), np.ones(p)])
     bounds = [(None, None)] * n + [(0, None)] * p
-    outcome = linprog(cost, A_ub=constraints, b_ub=-np.ones(p), bounds=bounds, method="highs")
-    if outcome.status != 0:
+    outcome = solve_lp(c=cost, A_ub=constraints, b_ub=-np.ones(p), bounds=bounds)
+    if outcome.status != 0:  # always feasible (large slack): infeasible would be a solver fault
         raise RuntimeError(f"the least-slack LP did not solve: status {outcome.status}, {outcome.message}")
     return outcome.x[:n], float(outcome.fun)
 
