@@ -14,15 +14,19 @@ COMMITTEE_TREE, COMMITTEE_DEPTH = COMMITTEE["tree"], COMMITTEE["depth"]
 COMMITTEE_RUNS = {
     f"tree_{key}_{solver}": COMMITTEE_SHARED | {
         "architecture": {"kind": "tree", "hidden": int(key[1:])}, "solver": solver,
-        "n": COMMITTEE_TREE["n"], "alphas": COMMITTEE_TREE["alphas"][key],
+        "alphas": COMMITTEE_TREE["alphas"][key],
+        "n": [n for n in COMMITTEE_TREE["n"] if solver != "backprop" or n <= COMMITTEE_TREE["backprop_max_n"]],
     }
     for key in ("k1", "k3", "k5")
     for solver in COMMITTEE_TREE["solvers"][key]
 }
+# Depth: the 9 -> 3 -> output tree and the one-layer K = 3 tree, least action, on the same N and loads.
 COMMITTEE_RUNS["depth_tree"] = COMMITTEE_SHARED | {
     "architecture": {"kind": "tree", "hidden": COMMITTEE_DEPTH["tree"]["hidden"], "groups": COMMITTEE_DEPTH["tree"]["groups"]},
-    "solver": "backprop", "n": [COMMITTEE_DEPTH["tree"]["n"]], "alphas": COMMITTEE_DEPTH["tree"]["alphas"],
+    "solver": "least_action", "n": COMMITTEE_DEPTH["tree"]["n"], "alphas": COMMITTEE_DEPTH["tree"]["alphas"],
 }
+# (instance_key: the reference learns the depth tree's patterns and labels.)
+COMMITTEE_RUNS["depth_reference"] = COMMITTEE_RUNS["depth_tree"] | {"architecture": {"kind": "tree", "hidden": 3}, "instance_key": "depth_tree"}
 COMMITTEE_RUNS |= {
     f"fc_l{layers}": COMMITTEE_SHARED | {
         "architecture": {"kind": "fc", "hidden": COMMITTEE_DEPTH["fc"]["hidden"], "layers": layers},
@@ -88,7 +92,8 @@ rule committee_multi_output:
 
 COMMITTEE_EMBEDDINGS = {f"embedding_{run}": rules.committee_embedding.output.table.format(run=run) for run in COMMITTEE_RUNS}
 COMMITTEE_SUMMARY_PARAMS = {
-    "depth": {"tree_run": "depth_tree", "reference_run": "tree_k3_backprop", "n": COMMITTEE["depth"]["tree"]["n"]},
+    "solvers": COMMITTEE_TREE["solvers"],
+    "depth": {"tree_run": "depth_tree", "reference_run": "depth_reference"},
     "fc_runs": [f"fc_l{layers}" for layers in COMMITTEE["depth"]["fc"]["layers"]],
     "epoch_sweep": {
         "n": COMMITTEE_SWEEP["n"],

@@ -7,10 +7,12 @@ Modules, one concept each:
   forward passes with sign units (evaluation) and tanh(beta h) units (training); weight counts.
 - `backprop`: back-propagation with tanh(beta h) in place of sign and beta annealed upward (the
   paper's solver), batched over instances.
-- `least_action`: least-action learning for tree committee machines (a stronger solver).
+- `least_action`: online least-action learning for tree committee machines (the cheapest flips
+  through the majority tree, a fixed absolute perceptron step; K = 1: the perceptron rule).
+- `polish`: one least-slack LP per hidden unit for the least-action internal representation.
 - `separability`: the exact test for K = 1 (an LP) and Cover's counting formula.
-- `capacity`: the alpha where the fraction of instances embedded perfectly crosses 1/2, and its
-  extrapolation in 1/N.
+- `capacity`: the alpha where the fraction of instances embedded perfectly crosses 1/2 (a
+  certified lower bound at that N), its bootstrap standard error, and the 1/N line.
 - `multi_output`: a fully connected net with O outputs trained with finite error allowed.
 
 The library never imports experiments or plots.

@@ -1,22 +1,65 @@
-"""Capacity per weight from embedding fractions, and its extrapolation in 1 / N.
+"""Capacity per weight from embedding fractions: the certified finite-N value and its 1/N line.
 
 For a machine with W weights, the fraction f(alpha) of random instances (P = alpha W patterns)
 that a solver embeds with zero training error falls from 1 to 0 as alpha grows; the capacity per
-weight at this N is where f crosses 1/2 (the median capacity of an instance). Finite-size curves
-cross 1/2 at alpha_c(N) = alpha_c + b / N + ..., so the N -> infinity value is the intercept of
-a line through (1 / N, alpha_c(N)).
+weight at this N is where f crosses 1/2 (the median capacity of an instance). Every embedded
+instance is a proof that it is embeddable, so a solver's f is a lower bound on the embeddable
+fraction and its crossing a certified lower bound on the median capacity at that N.
+
+Finite-size curves of an exact solver cross 1/2 at alpha_c(N) = alpha_c + b / N + ..., so the N ->
+infinity value would be the intercept of a line through (1 / N, alpha_c(N)); for a solver whose
+reach changes with N the intercept extrapolates the solver, not the machine, and is only reported.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+from scipy.stats import bootstrap, linregress
 
-from factstore.statistics import LineFit, linear_fit
+from factstore.statistics import first_crossing_below
 
 
-def extrapolate_in_inverse_n(n_values, capacities) -> LineFit:
-    """Line through (1 / N, alpha_c(N)); its intercept is the N -> infinity capacity. Needs >= 2 finite points."""
+class InverseNFit(NamedTuple):
+    """alpha_c(N) = intercept + slope / N, with the regression's standard errors (NaN from 2 points)."""
+
+    intercept: float
+    intercept_stderr: float
+    slope: float
+    slope_stderr: float
+    r2: float
+
+
+def extrapolate_in_inverse_n(n_values, capacities) -> InverseNFit:
+    """Line through (1 / N, alpha_c(N)) by scipy.stats.linregress; needs >= 2 finite points."""
     n_values = np.asarray(n_values, dtype=float)
     capacities = np.asarray(capacities, dtype=float)
     finite = np.isfinite(capacities)
-    return linear_fit(1.0 / n_values[finite], capacities[finite])
+    x, y = 1.0 / n_values[finite], capacities[finite]
+    if x.size < 2:
+        raise ValueError(f"the 1/N line needs two finite capacities, got {x.size}")
+    fit = linregress(x, y)
+    if x.size == 2:  # a line through two points: exact, no residual to estimate an error from
+        return InverseNFit(float(fit.intercept), np.nan, float(fit.slope), np.nan, np.nan)
+    return InverseNFit(float(fit.intercept), float(fit.intercept_stderr), float(fit.slope), float(fit.stderr), float(fit.rvalue**2))
+
+
+def crossing_standard_error(alphas, embedded: np.ndarray, resamples: int = 400, seed: int = 0) -> float:
+    """Bootstrap standard error of the 1/2 crossing over instances.
+
+    alphas (A,) the loads; embedded (I, A) bool, instance i at load a (instances resampled with
+    replacement by scipy.stats.bootstrap). NaN when the crossing leaves the grid in too many
+    resamples to give an error."""
+    alphas = np.asarray(alphas, dtype=float)
+    data = np.asarray(embedded, dtype=float)
+
+    def crossing(instances: np.ndarray) -> float:  # the resampled instances' indices (I,)
+        return first_crossing_below(alphas, data[instances.astype(int)].mean(axis=0), 0.5)
+
+    indices = np.arange(data.shape[0])
+    if not np.isfinite(crossing(indices)):
+        return np.nan
+    outcome = bootstrap((indices,), crossing, n_resamples=resamples, vectorized=False, method="percentile",
+                        rng=np.random.default_rng(seed))
+    return float(outcome.standard_error)

@@ -1,47 +1,65 @@
-"""Least-action learning for tree committee machines (Nilsson 1965; Mitchison and Durbin 1989).
+"""Online least-action learning for tree committee machines (Nilsson 1965; Mitchison and Durbin 1989).
 
-For a misclassified pattern, the cheapest repair flips the hidden unit that votes wrong with the
-smallest |h| (the least action): only that unit gets a perceptron step y x_k. With K = 1 this is
-the perceptron rule. Here it runs in batch (all misclassified patterns of an epoch at once, each
-adding its step to its own least-action unit), batched over instances; an instance whose sign
-machine makes no error is embedded and leaves the batch. A margin kappa > 0 also corrects
-patterns the unit-level vote gets right by less than kappa, which helps the batch rule converge.
-Patterns are taken in `chunks` consecutive blocks per epoch, each block's step applied before
-the next block is seen: between the batch rule (1 chunk) and the online rule (P chunks).
-It is meant as a stronger solver than gradient descent on the smooth machine for one hidden layer.
+The patterns are presented one at a time (each correction sees the weights the previous ones
+left). For a misclassified pattern the cheapest repair is found: the fewest first-layer units to
+flip, chosen with the smallest |h_k| = |w_k . x_k| (the least action: the weight change needed to
+flip unit k is |h_k| / |x_k| and |x_k| is the same for every unit). Each chosen unit takes a
+perceptron step w_k += lr t_k x_k toward its target sign t_k, a fixed absolute step (not scaled by
+|w|, so relative steps shrink as the weights grow and the weights settle). With K = 1 this is the
+perceptron rule. With fixed majority layers above the first (`groups`), the repair is the cheapest
+set of flips through the majority tree (`least_action_flips`).
+
+An instance is embedded when a whole pass over its patterns makes no correction: the weights then
+classify every pattern, so the solution found is a proof that the instance is embeddable. B
+instances are trained at once (the loop runs over patterns, every operation over instances), and
+an embedded instance leaves the batch.
 """
 
 from __future__ import annotations
 
 import torch
 
-from factstore.committee.architectures import Architecture, first_layer_fields
+from factstore.committee.architectures import Architecture
 from factstore.committee.training import ActiveSet, EmbeddingResult
 
 
-def least_action_step(fields: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, margin: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(errors (B,), updates (B, P, K) in {0, 1}): which unit each pattern asks to move.
+def unit_signs(fields: torch.Tensor) -> torch.Tensor:
+    """sign(h) with h = 0 read as -1: a unit exactly at zero counts as wrong for either label."""
+    return torch.where(fields > 0, 1.0, -1.0).to(fields.dtype)
 
-    fields (B, P, K) normalised; a pattern is wrong when the majority of sign(h_k) disagrees with
-    y. For a wrong pattern the unit is the one with y h_k < margin and the smallest |h_k|; for a
-    right pattern whose deciding unit (the smallest y h_k among units voting right) is within the
-    margin, that unit is pushed too.
+
+def least_action_flips(fields: torch.Tensor, labels: torch.Tensor, groups: tuple[int, ...] = ()) -> torch.Tensor:
+    """Which first-layer units to flip so that the majority tree outputs the label, at least action.
+
+    fields (..., K) unnormalised first-layer fields; labels (...) in {-1, +1}; groups the fan-ins
+    of the fixed majority layers above the first (the output is the majority of the top layer).
+    Returns a (..., K) bool mask, all False where the machine is already right. A majority node of
+    fan-in g that outputs s flips when m = #(children at s) - (g - 1) / 2 of its children at s
+    flip; its cost is the sum of the m cheapest children's costs (a first-layer unit costs |h|),
+    and the chosen children are flipped in turn, down to the first layer.
     """
-    aligned = labels[..., None] * fields  # y h_k: > 0 when unit k votes right
-    votes = torch.sign(aligned).sum(-1)
-    wrong = (votes <= 0) & mask
-    big = torch.finfo(fields.dtype).max
-    # Wrong patterns: among units voting wrong, the smallest |h| = the largest (closest to 0) y h.
-    candidate = torch.where(aligned < 0, -aligned, torch.full_like(aligned, big))
-    wrong_unit = candidate.argmin(-1)
-    # Right patterns with a small margin: the weakest unit voting right.
-    weak = torch.where(aligned > 0, aligned, torch.full_like(aligned, big))
-    weakest_value, weak_unit = weak.min(-1)
-    shaky = (~wrong) & mask & (weakest_value < margin) & (votes <= 1)
-    unit = torch.where(wrong, wrong_unit, weak_unit)
-    chosen = torch.nn.functional.one_hot(unit, fields.shape[-1]).to(fields.dtype)
-    chosen = chosen * (wrong | shaky)[..., None].to(fields.dtype)
-    return wrong.sum(-1), chosen
+    values, costs = unit_signs(fields), fields.abs()
+    levels = []  # per majority level: the mask (..., nodes, fan_in) of children to flip if the node flips
+    top_width = values.shape[-1]
+    for fan_in in (*groups, None):
+        g = top_width if fan_in is None else fan_in
+        children_values = values.unflatten(-1, (-1, g))
+        children_costs = costs.unflatten(-1, (-1, g))
+        node = torch.sign(children_values.sum(-1))
+        at_node = children_values == node[..., None]
+        needed = at_node.sum(-1) - (g - 1) // 2  # >= 1: children at the node's sign to flip
+        candidate = torch.where(at_node, children_costs, torch.full_like(children_costs, float("inf")))
+        order = candidate.argsort(-1)
+        rank = order.argsort(-1)
+        chosen = at_node & (rank < needed[..., None])
+        levels.append(chosen)
+        values = node
+        costs = torch.where(chosen, children_costs, torch.zeros_like(children_costs)).sum(-1)
+        top_width = values.shape[-1]
+    flip = (values[..., 0] != labels)[..., None]  # (..., 1): the output node must flip
+    for chosen in reversed(levels):
+        flip = (chosen & flip[..., None]).flatten(-2)
+    return flip
 
 
 def train_least_action(
@@ -53,46 +71,40 @@ def train_least_action(
     *,
     epochs: int,
     learning_rate: float = 1.0,
-    margin: float = 0.1,
-    chunks: int = 1,
-) -> EmbeddingResult:
-    """Least-action learning of B tree committee machines with one hidden layer (groups = ())."""
-    if architecture.kind != "tree" or architecture.groups:
-        raise ValueError("least-action learning is implemented for one-hidden-layer tree committee machines")
-    p = patterns.shape[1]
+    generator: torch.Generator | None = None,
+) -> tuple[EmbeddingResult, torch.Tensor]:
+    """Online least-action learning of B tree committee machines (any fixed majority `groups`).
+
+    weights [(B, K, N / K)]; patterns (B, P, N), labels and mask (B, P). Each epoch presents the
+    patterns in a fresh random order (`generator`; shared by the instances, which are independent
+    draws anyway), padding patterns (mask False) never correct anything. Returns the per-instance
+    result and the final first-layer weights (B, K, N / K) of every instance (the solution where
+    embedded: the LP polish starts from the others).
+    """
+    if architecture.kind != "tree":
+        raise ValueError("least-action learning needs fixed majority layers above the first: a tree machine")
+    batch, p, n = patterns.shape
     k = architecture.hidden
-    batch = patterns.shape[0]
     result = EmbeddingResult.empty(batch, patterns.device)
-    active = ActiveSet(batch, patterns.device, w=weights[0].clone(), patterns=patterns, labels=labels, mask=mask)
-    bounds = torch.linspace(0, p, chunks + 1).round().long().tolist()
+    final = weights[0].clone()
+    x_all = patterns.view(batch, p, k, n // k)
+    active = ActiveSet(batch, patterns.device, w=final.clone(), x=x_all, labels=labels, mask=mask)
     for epoch in range(epochs):
-        fields = first_layer_fields(architecture, [active["w"]], active["patterns"])
-        errors, chosen = least_action_step(fields, active["labels"], active["mask"], margin)
-        if chunks == 1:  # the batch rule: this epoch's fields give both the errors and the step
-            _apply(active, chosen, slice(None), learning_rate, k)
-        active.record(result, errors, epoch)  # errors of the weights at the start of the epoch
+        order = torch.randperm(int(active["mask"].sum(-1).max()), generator=generator).tolist()
+        w, x, y, m = active["w"], active["x"], active["labels"], active["mask"]
+        corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)
+        for mu in order:
+            x_mu = x[:, mu]  # (b, K, n / K)
+            fields = torch.einsum("bkn,bkn->bk", x_mu, w)
+            flips = least_action_flips(fields, y[:, mu], architecture.groups) & m[:, mu, None]
+            targets = -unit_signs(fields) * flips  # the sign each flipped unit should take; 0 elsewhere
+            w.add_(learning_rate * targets[..., None] * x_mu)
+            corrections += flips.any(-1)
+        final[active.index] = w
+        active.record(result, corrections, epoch)
         if len(active) == 0:
             break
-        if chunks > 1:  # blocks of patterns in turn, each seeing the previous blocks' steps
-            for lo, hi in zip(bounds[:-1], bounds[1:]):
-                block = slice(lo, hi)
-                fields = first_layer_fields(architecture, [active["w"]], active["patterns"][:, block])
-                _, chosen = least_action_step(fields, active["labels"][:, block], active["mask"][:, block], margin)
-                _apply(active, chosen, block, learning_rate, k)
     else:
         if len(active):
             result.epochs[active.index] = epochs
-    return result
-
-
-def _apply(active: ActiveSet, chosen: torch.Tensor, block: slice, learning_rate: float, k: int) -> None:
-    """w_k += lr |w_k| / n_k * sum over chosen patterns y x_k / sqrt(#chosen for unit k).
-
-    Steps scale with |w| because fields are normalised; dividing by sqrt(#chosen) keeps the batch
-    step from growing linearly with the number of errors."""
-    x = active["patterns"][:, block]
-    batch, p, n = x.shape
-    signed = chosen * active["labels"][:, block, None]  # (B, p, K)
-    update = torch.einsum("bpk,bpkn->bkn", signed, x.reshape(batch, p, k, n // k))
-    scale = active["w"].norm(dim=-1, keepdim=True) / (n // k)
-    active["w"] = active["w"] + learning_rate * scale * update / chosen.sum(1)[..., None].clamp(min=1).sqrt()
+    return result, final

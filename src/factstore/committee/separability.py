@@ -17,20 +17,29 @@ from scipy.optimize import linprog
 from scipy.special import gammaln
 
 
+HIGHS_METHODS = ("highs", "highs-ds", "highs-ipm")
+
+
+def solve_lp(**problem):
+    """scipy.optimize.linprog with HiGHS, trying its dual simplex and interior-point solvers in turn
+    when one ends undecided (status 4, a numerical difficulty: seen on +-1 patterns at N = 120).
+    Returns the first outcome that is solved (status 0) or infeasible (status 2)."""
+    outcome = None
+    for method in HIGHS_METHODS:
+        outcome = linprog(method=method, **problem)
+        if outcome.status in (0, 2):
+            return outcome
+    raise RuntimeError(f"linprog did not decide the LP with any of {HIGHS_METHODS}: status {outcome.status}, {outcome.message}")
+
+
 def linearly_separable(patterns: np.ndarray, labels: np.ndarray) -> bool:
     """patterns (P, N), labels (P,) in {-1, +1}: is there a w with sign(w . x_mu) = y_mu for all mu?"""
     patterns = np.asarray(patterns, dtype=float)
     labels = np.asarray(labels, dtype=float)
     p, n = patterns.shape
     constraints = -(labels[:, None] * patterns)  # -y x . w <= -1
-    outcome = linprog(
-        c=np.zeros(n), A_ub=constraints, b_ub=-np.ones(p), bounds=[(None, None)] * n, method="highs"
-    )
-    if outcome.status == 0:
-        return True
-    if outcome.status == 2:
-        return False
-    raise RuntimeError(f"linprog did not decide separability: status {outcome.status}, {outcome.message}")
+    outcome = solve_lp(c=np.zeros(n), A_ub=constraints, b_ub=-np.ones(p), bounds=[(None, None)] * n)
+    return outcome.status == 0
 
 
 def cover_fraction(p: int, n: int) -> float:

@@ -15,7 +15,7 @@ from factstore.statistics import power_law_fit
 # The paper's simulations (seed 003) and the one-step RSB value they are compared with.
 PAPER_CPW = {1: 2.0, 3: 2.96, 5: 3.33}
 ONE_STEP_RSB = 3.0
-SOLVER_LABELS = {"backprop": "back-propagation (tanh, beta annealed)", "least_action": "least-action learning", "lp": "exact (LP)"}
+SOLVER_LABELS = {"backprop": "back-propagation (tanh, beta annealed)", "least_action": "least action + LP polish", "lp": "exact (LP)"}
 SOLVER_STYLES = {"backprop": "-", "least_action": "-.", "lp": ":"}  # theory lines are dashed
 
 
@@ -79,7 +79,8 @@ def capacity_extrapolation(tables: dict[str, pd.DataFrame], params: dict):
     ax.set_xlabel("1 / N")
     ax.set_ylabel("capacity per weight (fraction embedded = 1/2)")
     ax.legend(fontsize=6.5, loc="lower left", ncols=2)
-    style.caption(fig, "lines: CpW = a + b/N fitted over the measured N; a is the N -> infinity value")
+    style.caption(fig, "points: certified lower bounds at each N; lines: CpW = a + b/N (reported, not checked: "
+                       "for a solver-limited curve a is not a finite-size extrapolation)")
     return fig
 
 
@@ -92,12 +93,13 @@ def depth(tables: dict[str, pd.DataFrame], params: dict):
     fig, axes = style.figure(width=4.6)
     ax = axes[0][0]
     depth_params = params["depth"]
-    tree = table[table.run.isin([depth_params["reference_run"], depth_params["tree_run"]]) & (table.n == depth_params["n"])]
-    tree = tree[tree.solver == "backprop"].sort_values("hidden_layers")
+    tree = table[table.run.isin([depth_params["reference_run"], depth_params["tree_run"]])]
+    largest_n = tree.n.max() if len(tree) else 0
+    tree = tree[tree.n == largest_n].sort_values("hidden_layers")
     fc = table[table.run.isin(params["fc_runs"])].sort_values("hidden_layers")
     colours = style.palette(["tree", "fully connected"])
     if len(tree):
-        ax.plot(tree.hidden_layers, tree.cpw, "o-", color=colours["tree"], label=f"tree, N = {depth_params['n']} ({', '.join(tree.architecture)})")
+        ax.plot(tree.hidden_layers, tree.cpw, "o-", color=colours["tree"], label=f"tree, N = {largest_n}, {', '.join(tree.solver.unique())} ({', '.join(tree.architecture)})")
     if len(fc):
         ax.plot(fc.hidden_layers, fc.cpw, "s--", color=colours["fully connected"],
                 label=f"fully connected, N = {fc.n.iloc[0]}, H = {fc.hidden.iloc[0]}")
@@ -106,9 +108,10 @@ def depth(tables: dict[str, pd.DataFrame], params: dict):
     ax.set_xticks([1, 2, 3])
     ax.set_ylim(bottom=0)
     ax.set_xlabel("hidden layers")
-    ax.set_ylabel("capacity per weight (back-propagation)")
+    ax.set_ylabel("capacity per weight")
     ax.legend(fontsize=7)
-    style.caption(fig, "fully connected: alpha = P / (N H + (layers - 1) H^2)")
+    style.caption(fig, "tree: certified lower bounds (least action + LP polish) at the largest N; "
+                       f"fully connected ({', '.join(fc.solver.unique())}): alpha = P / (N H + (layers - 1) H^2)")
     return fig
 
 
@@ -118,8 +121,8 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     tables: outputs (per-O means, committee.summary), table (per instance, committee.multi_output).
     """
     per_o, runs = tables["outputs"], tables["table"]
-    fig, axes = style.figure(ncols=2, width=4.2)
-    left, right = axes[0]
+    fig, axes = style.figure(ncols=3, width=3.8)
+    left, right, labels = axes[0]
     colours = style.palette(["measured", "fit"])
     left.plot(runs.outputs, runs.above_chance.clip(lower=1e-4), ".", color="0.7", label="instances")
     left.plot(per_o.outputs, per_o.above_chance.clip(lower=1e-4), "o", color=colours["measured"], label="mean")
@@ -139,8 +142,15 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     right.set_yscale("log")
     right.set_xlabel("outputs O")
     right.set_ylabel("finite-error CpW: P O (1 - H2(error)) / W")
+    labels.plot(runs.outputs, runs.label_accuracy.clip(lower=1e-4), ".", color="0.7")
+    labels.plot(per_o.outputs, per_o.label_accuracy.clip(lower=1e-4), "o-", color=colours["measured"])
+    labels.set_xscale("log")
+    labels.set_yscale("log")
+    labels.set_xlabel("outputs O")
+    labels.set_ylabel("O-bit label accuracy (every bit right)")
+    labels.set_title("label accuracy")
     n, hidden, p = (int(runs[column].iloc[0]) for column in ("n", "hidden", "patterns"))
-    left.set_title("accuracy above chance")
+    left.set_title("accuracy above chance (checked)")
     right.set_title("finite-error capacity per weight")
     style.caption(fig, f"N = {n}, H = {hidden}, P = {p}; {runs.instance.nunique()} instances; "
                        f"trained until the accuracy saturates (at most {int(per_o.epochs.max())} epochs)")
