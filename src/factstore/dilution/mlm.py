@@ -71,6 +71,17 @@ class Vocabulary:
     def size(self) -> int:
         return len(self.wordpiece_ids)
 
+    def as_plain(self) -> dict:
+        """The fields as plain data (a list and ints): what a saved model carries, since the
+        package loads tensors and plain data only (factstore.io.load_tensors)."""
+        return {"wordpiece_ids": list(self.wordpiece_ids), "unk": self.unk, "cls": self.cls, "sep": self.sep,
+                "pad": self.pad, "mask": self.mask}
+
+    @classmethod
+    def from_plain(cls, fields: dict) -> "Vocabulary":
+        """The inverse of as_plain."""
+        return cls(**(fields | {"wordpiece_ids": tuple(int(i) for i in fields["wordpiece_ids"])}))
+
     def lookup(self, wordpiece_vocab_size: int = 30522) -> torch.Tensor:
         """(wordpiece_vocab_size,) long tensor: WordPiece id -> compact id ([UNK] for ids outside)."""
         table = torch.full((wordpiece_vocab_size,), self.unk, dtype=torch.long)
@@ -325,7 +336,9 @@ def special_positions(chunks: torch.Tensor, vocabulary: Vocabulary) -> torch.Ten
 
 
 def model_payload(model, **extra) -> dict:
-    """What is saved of a BertForMaskedLM: its config and weights (plus any extra fields)."""
+    """What is saved of a BertForMaskedLM: its config and weights (plus any extra fields; a
+    Vocabulary as its plain fields, since only tensors and plain data are ever loaded)."""
+    extra = {key: value.as_plain() if isinstance(value, Vocabulary) else value for key, value in extra.items()}
     return {"config": model.config.to_dict(), "state": {k: v.detach().cpu() for k, v in model.state_dict().items()}} | extra
 
 

@@ -129,7 +129,9 @@ def pretrain(params: dict, inputs: dict[str, Path], context) -> dict[str, object
 
 
 def _load_payload(path: Path) -> dict:
-    return load_tensors(path)
+    """A pretrained BERT's payload (mlm.model_payload), its vocabulary rebuilt from plain data."""
+    payload = load_tensors(path)
+    return payload | {"vocabulary": mlm.Vocabulary.from_plain(payload["vocabulary"])}
 
 
 def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
