@@ -461,4 +461,5 @@ def test_smoke_config_yields_every_dilution_figure(smoke_run):
     metrics = pd.read_csv(smoke_run / "results/dilution/metrics.csv")
     assert {"bert_later_blocks_max_pruning", "archetype_samples_kept_ratio"} <= set(metrics.metric)
     records = {r["id"]: r for r in json.loads((smoke_run / "results/claims.json").read_text())}
-    assert all(records[claim_id]["status"] in {"PASS", "FAIL"} for claim_id in CLAIM_IDS)
+    # judged (PASS / FAIL) or, where a model at smoke size learned too little, UNTESTABLE by its gate
+    assert all(records[claim_id]["status"] in {"PASS", "FAIL", "UNTESTABLE"} for claim_id in CLAIM_IDS)

@@ -296,7 +296,8 @@ def test_smoke_config_yields_the_table_every_figure_and_both_claims(smoke_run):
     assert "| swap |" in (smoke_run / "results/editing/table.md").read_text()
     records = {r["id"]: r for r in json.loads((smoke_run / "results/claims.json").read_text())}
     assert records["S0.lm-recall"]["status"] in {"PASS", "FAIL"}
-    assert records["S0.mlp-swap-best"]["status"] in {"PASS", "FAIL"}
+    # at smoke scale the language model recalls too little for the edits to be judged: its gate decides
+    assert records["S0.mlp-swap-best"]["status"] in {"PASS", "FAIL", "UNTESTABLE"}
 
 
 def test_clamp_caps_each_residual_relative_to_its_current_output():

@@ -55,5 +55,6 @@ def test_gpu_check_is_documented_as_not_yet_run():
 
 @pytest.mark.workflow
 def test_the_gpu_profile_resolves_the_workflow(workspace):
-    done = snakemake("-n", "--nolock", "all", "--configfile", SMOKE, "--profile", "workflow/profiles/gpu", cwd=workspace)
+    done = snakemake("-n", "--nolock", "--forceall", "all", "--configfile", SMOKE, "--profile", "workflow/profiles/gpu",
+                     cwd=workspace)  # --forceall: the workspace may hold a finished run
     assert "Job stats" in done.stdout

@@ -16,6 +16,8 @@ import yaml
 
 from conftest import REPOSITORY, SMOKE, run, snakemake
 
+from factstore import claims
+
 pytestmark = pytest.mark.workflow
 
 

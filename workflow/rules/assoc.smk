@@ -12,15 +12,6 @@ ASSOC_TRAINED = [("original", d) for d in ASSOC["trained"]["d"]] + [
 ASSOC_RUN_KEYS = ("d", "decoupled_d", "fine")
 
 
-def assoc_trained_grid(problem, d):
-    """The loads and seeds of one full-rank run: the original problem at a d of trained.fine gets
-    the finer loads near capacity added to the grid, and that section's seed count."""
-    fine, trained = ASSOC["trained"]["fine"], ASSOC["trained"]
-    if problem == "original" and d in fine["d"]:
-        return {"alphas": sorted(set(trained["alphas"]) | set(fine["alphas"])), "seeds": fine["seeds"]}
-    return {"alphas": trained["alphas"], "seeds": trained["seeds"]}
-
-
 rule assoc:
     """Every result of the linear-associative-memory study (its figures: `snakemake figures`)."""
     input:
@@ -56,7 +47,7 @@ rule assoc_trained:
         step="assoc.trained",
         json=lambda w: as_json(
             {k: v for k, v in ASSOC["trained"].items() if k not in ASSOC_RUN_KEYS + ("alphas", "seeds")},
-            **assoc_trained_grid(w.problem, int(w.d)), d=int(w.d), problem=w.problem, seed=ASSOC["seed"],
+            **trained_loads_and_seeds(ASSOC["trained"], w.problem, int(w.d)), d=int(w.d), problem=w.problem, seed=ASSOC["seed"],
         ),
         io=runner_io,
     threads: config["threads"]

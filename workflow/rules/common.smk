@@ -103,6 +103,15 @@ def figure_files(study, names):
     return [f"figures/{study}_{name}.{ext}" for name in names for ext in ("png", "pdf")]
 
 
+def trained_loads_and_seeds(trained, problem, d):
+    """The loads and seeds of one full-rank S1 run (assoc.trained): the original problem at a d of
+    trained.fine gets the finer loads near capacity added to the grid, and that section's seeds."""
+    fine = trained["fine"]
+    if problem == "original" and d in fine["d"]:
+        return {"alphas": sorted(set(trained["alphas"]) | set(fine["alphas"])), "seeds": fine["seeds"]}
+    return {"alphas": trained["alphas"], "seeds": trained["seeds"]}
+
+
 def runner_io(wildcards, input, output):
     """The --input/--output pairs of all named inputs (except code) and outputs."""
     parts = [f"--input {name}={path}" for name, path in input.items() if name != "code"]
