@@ -330,3 +330,21 @@ def test_jacobian_norms_match_finite_differences_for_an_ntk_mlp():
     assert lipschitz_estimate(module, facts.keys, n_samples=100, generator=generator()) >= float(
         jacobian_norms(module, facts.keys).max()
     ) - 1e-12  # 100 samples of 16 keys: all of them
+
+
+def test_the_encoder_solve_is_the_min_norm_solution_every_time():
+    """The main branch is X^+ codes (the unique min-norm solution of the wide system), the same
+    bits on every call: torch's default CPU driver (gelsy) returned other exact solutions from call
+    to call, depending on memory left by earlier allocations."""
+    generator = torch.Generator().manual_seed(0)
+    keys = torch.nn.functional.normalize(torch.randn(32, 24, generator=generator, dtype=torch.float64), dim=1)
+    gate_values = torch.relu(keys @ torch.randn(2, 24, generator=generator, dtype=torch.float64).T)
+    codes = torch.randn(32, 14, generator=generator, dtype=torch.float64)
+    design = encoder_decoder.encoder_design_matrix(keys, gate_values)
+    minimum_norm = (torch.linalg.pinv(design) @ codes).reshape(2, 25, 14)
+    solutions = []
+    for repeat in range(6):
+        _ = [torch.randn(37 * (repeat + 1)) for _ in range(repeat)]  # other allocations in between
+        solutions.append(encoder_decoder.solve_main_branch(keys, gate_values, codes))
+    assert all(torch.equal(solution, solutions[0]) for solution in solutions)
+    torch.testing.assert_close(solutions[0], minimum_norm)

@@ -144,7 +144,11 @@ def solve_main_branch(keys: Tensor, gate_values: Tensor, codes: Tensor, solver: 
     keys: (F, d_in); gate_values: (F, n); codes: (F, m). The m columns of `codes` are m
     independent least-squares problems sharing one design matrix X (one call, m right-hand
     sides), and both solvers return the min-norm solution of X theta = codes:
-    - 'lstsq' (default, the SPEC's): torch.linalg.lstsq on X (F, n (d_in + 1)).
+    - 'lstsq' (default, the SPEC's): torch.linalg.lstsq on X (F, n (d_in + 1)) with the SVD
+      driver gelsd. The CPU default, gelsy, returned a different exact solution from call to call
+      on the same wide X (the min-norm one only sometimes: its null-space part depended on memory
+      left over from earlier allocations), which made the encoder's weights, its Lipschitz
+      constant and everything downstream change between two runs of one seed.
     - 'gram': theta = X^T y with (X X^T) y = codes, by Cholesky plus one step of iterative
       refinement. X X^T = ([K, 1] [K, 1]^T) o (S S^T) is formed without X, so memory is two
       F x F matrices (Gram and its factor) at most -- 4.1 GB at F = 2^14, as lstsq -- and it
@@ -155,7 +159,7 @@ def solve_main_branch(keys: Tensor, gate_values: Tensor, codes: Tensor, solver: 
     n_keys, n_buckets = gate_values.shape
     augmented = torch.cat([keys, torch.ones(n_keys, 1, dtype=keys.dtype)], dim=1)
     if solver == "lstsq":
-        solution = torch.linalg.lstsq(encoder_design_matrix(keys, gate_values), codes).solution
+        solution = torch.linalg.lstsq(encoder_design_matrix(keys, gate_values), codes, driver="gelsd").solution
         return solution.reshape(n_buckets, keys.shape[1] + 1, codes.shape[1])
     if solver == "gram":
         factor, info = torch.linalg.cholesky_ex(encoder_gram(gate_values, augmented))
@@ -270,7 +274,7 @@ def build_plain(
     input_bias = bias_scale * torch.randn(hidden, generator=generator, dtype=torch.float64)
     features = activation_function(activation)(keys @ input_weight.T + input_bias)
     design = torch.cat([features, torch.ones(len(keys), 1, dtype=torch.float64)], dim=1)
-    solution = torch.linalg.lstsq(design, codes).solution  # (N + 1, m)
+    solution = torch.linalg.lstsq(design, codes, driver="gelsd").solution  # (N + 1, m); gelsd: see solve_main_branch
     encoder = PlainMLP(fact_set.key_dim, hidden, size, activation, bias=True)
     with torch.no_grad():
         encoder.input.weight.copy_(input_weight)
