@@ -10,7 +10,7 @@ Reads what a run leaves behind, and runs nothing itself:
 The critical path is the longest chain of jobs through their inputs (each job weighted by its
 wall time): no number of cores finishes the run faster than it.
 
-    python benchmarks/bench_default_run.py                      # results/ and figures/ of the last run
+    python benchmarks/bench_default_run.py                      # data/, results/ and figures/ of the last run
     python benchmarks/bench_default_run.py --snakemake-log .snakemake/log/2026-12-01T210000.snakemake.log \\
         --report benchmarks/out/default_run.json
 """
@@ -120,7 +120,7 @@ def summarise(jobs: pd.DataFrame, log: Path | None = None) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--folders", nargs="+", default=["results", "figures"])
+    parser.add_argument("--folders", nargs="+", default=["data", "results", "figures"])
     parser.add_argument("--snakemake-log", type=Path, default=None)
     parser.add_argument("--report", default="benchmarks/out/default_run.json")
     args = parser.parse_args()
