@@ -63,6 +63,12 @@ def r_squared(y: np.ndarray, fitted: np.ndarray) -> float:
     return 1.0 - float(((y - fitted) ** 2).sum()) / total
 
 
+def binomial_standard_error(fraction: float, count: int) -> float:
+    """sqrt(p (1 - p) / n): the standard error of a fraction p of n independent 0/1 outcomes;
+    NaN for no outcomes or an unmeasured fraction."""
+    return math.sqrt(fraction * (1 - fraction) / count) if count and math.isfinite(fraction) else math.nan
+
+
 def linear_fit(x, y) -> LineFit:
     """Least-squares line through the points (x_i, y_i): x, y 1-D of equal length >= 2; the
     standard errors from scipy.stats.linregress (NaN for 2 points, 0 for an exactly flat y)."""

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from factstore import statistics
 from factstore.io import atomic_path
 from factstore.training import check_finite
 
@@ -259,9 +260,8 @@ def paired_standard_error(first: torch.Tensor, second: torch.Tensor) -> float:
 
 
 def binomial_standard_error(correct: torch.Tensor) -> float:
-    """sqrt(p (1 - p) / M) of an accuracy p over M independent 0/1 outcomes."""
-    p = float(correct.double().mean())
-    return (p * (1 - p) / len(correct)) ** 0.5
+    """sqrt(p (1 - p) / M) of an accuracy p over M independent 0/1 outcomes (correct: (M,) 0/1)."""
+    return statistics.binomial_standard_error(float(correct.double().mean()), len(correct))
 
 
 def prunable_groups(model) -> dict[str, list[tuple[nn.Module, str]]]:

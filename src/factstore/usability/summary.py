@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from factstore.statistics import spearman
+from factstore.statistics import binomial_standard_error, spearman
 from factstore.usability import threshold
 
 CONSTRUCTIONS = ("ntk", "ntk_ustar", "ed_gated", "ed_plain", "ed_gated_v")
@@ -34,11 +34,6 @@ def standard_error(values) -> float:
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
     return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
-
-
-def binomial_error(fraction: float, count: int) -> float:
-    """sqrt(p (1 - p) / n): the standard error of a fraction of n independent cases."""
-    return math.sqrt(fraction * (1 - fraction) / count) if count and math.isfinite(fraction) else math.nan
 
 
 def of_degree(table: pd.DataFrame, degree: int) -> pd.Series:
@@ -94,9 +89,9 @@ def usable_metrics(capacity_table: pd.DataFrame, usable: pd.DataFrame, probes: p
     attending = (probes.attention_on_key >= 0.5).mean()
     return [
         ("usable_found_fraction", found, f"fraction of (construction, F, seed) where some size up to the cap is usable; "
-         f"constructions {sorted(capacity_table[built].method.unique())}; {setting}", binomial_error(found, int(built.sum()))),
+         f"constructions {sorted(capacity_table[built].method.unique())}; {setting}", binomial_standard_error(found, int(built.sum()))),
         ("usable_found_fraction_gd", found_gd, f"the same for the trained MLPs (GD), beside the claim; {setting}",
-         binomial_error(found_gd, int((~built).sum()))),
+         binomial_standard_error(found_gd, int((~built).sum()))),
         ("usable_over_standalone_max", ratio, "max over (construction, F) of seed-mean usable W / seed-mean standalone W "
          f"(inf if a usable size was not found in every seed): {ratios}", ratio_error),
         ("usable_over_standalone_max_gd", ratio_gd, "the same for GD, beside the claim", ratio_gd_error),
@@ -109,7 +104,7 @@ def usable_metrics(capacity_table: pd.DataFrame, usable: pd.DataFrame, probes: p
         ("attention_on_key_median", probes.attention_on_key.median(),
          "median over probes of the attention weight the query puts on the key after training", math.nan),
         ("attending_fraction", attending, "fraction of probes whose attention on the key is >= 0.5 after training "
-         "(restarts included)", binomial_error(attending, len(probes))),
+         "(restarts included)", binomial_standard_error(attending, len(probes))),
         ("restarts_total", float(probes.restarts.sum()), f"restarts over {len(probes)} probes (attention on the key "
          "< 0.5 after the restart window)", math.nan),
     ]
@@ -196,10 +191,10 @@ def lipschitz_metrics(table: pd.DataFrame, target: float, column: str) -> list[M
         ("lipschitz_threshold", min(finite, default=math.inf), "smallest per-family threshold (smallest L of a storing "
          f"MLP that is not usable, per kind and method: {'; '.join(limits)}); {detail}", math.nan),
         ("lipschitz_usable_fraction_above", fraction_above, "fraction usable among the MLPs at or above their family's "
-         "threshold, pooled over families (NaN: no MLP failed)", binomial_error(fraction_above, above)),
+         "threshold, pooled over families (NaN: no MLP failed)", binomial_standard_error(fraction_above, above)),
         ("lipschitz_fraction_below_threshold", fraction_below, "fraction of the storing MLPs below their family's "
          "threshold (usable by construction; a family where none fails is all below)",
-         binomial_error(fraction_below, len(storing))),
+         binomial_standard_error(fraction_below, len(storing))),
         ("lipschitz_logistic_slope", fit.slope, "slope of P(usable) against log10 L, pooled (negative: usability falls)",
          math.nan),
         ("lipschitz_logistic_threshold", fit.threshold, "L where the pooled logistic fit crosses P(usable) = 1/2", math.nan),
