@@ -9,6 +9,23 @@ perceptron step w_k += lr t_k x_k toward its target sign t_k, a fixed absolute s
 perceptron rule. With fixed majority layers above the first (`groups`), the repair is the cheapest
 set of flips through the majority tree (`least_action_flips`).
 
+The 2-cycle, and the randomised choice that breaks it. Two patterns whose receptive-field
+sub-patterns coincide on unit k (frequent at N / K = 5-12 inputs per unit) can demand opposite
+signs of k; when k is the cheapest flip for both, each correction undoes the other. With a fixed
+absolute step the field of k on that sub-pattern stays within one step (|x_k|^2 = N / K) of zero
+while every other unit's fields grow with its weights, so k stays the cheapest for both patterns
+forever: an exact 2-cycle, whatever the order of presentation, and the instance is never embedded
+(K = 5 at N = 60 stalled near 2 per weight; the 9 -> 3 -> 1 tree at N = 45 embedded nothing). A
+deterministic step of any size (a margin, Nilsson's fractional correction) keeps the cycle: only
+unit k is ever touched. So the choice is randomised (`choice_noise` = sigma): at each
+presentation each unit's cost |h_k| is multiplied by an independent log-normal factor
+exp(sigma xi_k), xi ~ N(0, 1), and the cheapest set under the perturbed costs is flipped. The
+cheapest unit is still the likeliest choice, a unit whose cost is far above the cheapest is
+almost never chosen, and a unit locked in a conflict is sometimes passed over for the next
+cheapest, which resolves the conflict (Nilsson's committee procedure adjusts "the fewest units
+closest to threshold"; this chooses among the near-closest). sigma = 0 is the deterministic
+rule; with K = 1 there is no choice and the rule is the perceptron's, noise or not.
+
 An instance is embedded when a whole pass over its patterns makes no correction: the weights then
 classify every pattern, so the solution found is a proof that the instance is embeddable. B
 instances are trained at once (the loop runs over patterns, every operation over instances), and
@@ -28,17 +45,22 @@ def unit_signs(fields: torch.Tensor) -> torch.Tensor:
     return torch.where(fields > 0, 1.0, -1.0).to(fields.dtype)
 
 
-def least_action_flips(fields: torch.Tensor, labels: torch.Tensor, groups: tuple[int, ...] = ()) -> torch.Tensor:
+def least_action_flips(
+    fields: torch.Tensor, labels: torch.Tensor, groups: tuple[int, ...] = (), costs: torch.Tensor | None = None
+) -> torch.Tensor:
     """Which first-layer units to flip so that the majority tree outputs the label, at least action.
 
     fields (..., K) unnormalised first-layer fields; labels (...) in {-1, +1}; groups the fan-ins
-    of the fixed majority layers above the first (the output is the majority of the top layer).
+    of the fixed majority layers above the first (the output is the majority of the top layer);
+    costs (..., K) the cost of flipping each unit, |fields| when None (the least action; the
+    solver passes randomly perturbed costs to break ties and cycles).
     Returns a (..., K) bool mask, all False where the machine is already right. A majority node of
     fan-in g that outputs s flips when m = #(children at s) - (g - 1) / 2 of its children at s
     flip; its cost is the sum of the m cheapest children's costs (a first-layer unit costs |h|),
     and the chosen children are flipped in turn, down to the first layer.
     """
-    values, costs = unit_signs(fields), fields.abs()
+    values = unit_signs(fields)
+    costs = fields.abs() if costs is None else costs
     levels = []  # per majority level: the mask (..., nodes, fan_in) of children to flip if the node flips
     top_width = values.shape[-1]
     for fan_in in (*groups, None):
@@ -62,6 +84,16 @@ def least_action_flips(fields: torch.Tensor, labels: torch.Tensor, groups: tuple
     return flip
 
 
+def cost_factors(
+    presentations: int, batch: int, units: int, sigma: float, generator: torch.Generator | None, device
+) -> torch.Tensor | None:
+    """Log-normal factors exp(sigma xi), (presentations, batch, units), for one epoch's unit costs;
+    None when there is no choice to randomise (sigma = 0 or a single unit)."""
+    if sigma == 0 or units == 1:
+        return None
+    return torch.exp(sigma * torch.randn((presentations, batch, units), generator=generator)).to(device)
+
+
 def train_least_action(
     architecture: Architecture,
     weights: list[torch.Tensor],
@@ -71,13 +103,17 @@ def train_least_action(
     *,
     epochs: int,
     learning_rate: float = 1.0,
+    choice_noise: float = 0.0,
     generator: torch.Generator | None = None,
 ) -> tuple[EmbeddingResult, torch.Tensor]:
     """Online least-action learning of B tree committee machines (any fixed majority `groups`).
 
     weights [(B, K, N / K)]; patterns (B, P, N), labels and mask (B, P). Each epoch presents the
     patterns in a fresh random order (`generator`; shared by the instances, which are independent
-    draws anyway), padding patterns (mask False) never correct anything. Returns the per-instance
+    draws anyway), padding patterns (mask False) never correct anything. choice_noise: sigma of the
+    log-normal factors on the units' costs (module docstring), drawn per instance, presentation and
+    unit from `generator` on the CPU (reproducible on any device); none are drawn at sigma = 0 or
+    K = 1, so those runs are the deterministic rule with the same random orders. Returns the per-instance
     result and the final first-layer weights (B, K, N / K) of every instance (the solution where
     embedded: the LP polish starts from the others).
     """
@@ -93,10 +129,12 @@ def train_least_action(
         order = torch.randperm(int(active["mask"].sum(-1).max()), generator=generator).tolist()
         w, x, y, m = active["w"], active["x"], active["labels"], active["mask"]
         corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)
-        for mu in order:
+        factors = cost_factors(len(order), len(active), k, choice_noise, generator, patterns.device)
+        for step, mu in enumerate(order):
             x_mu = x[:, mu]  # (b, K, n / K)
             fields = torch.einsum("bkn,bkn->bk", x_mu, w)
-            flips = least_action_flips(fields, y[:, mu], architecture.groups) & m[:, mu, None]
+            costs = None if factors is None else fields.abs() * factors[step]
+            flips = least_action_flips(fields, y[:, mu], architecture.groups, costs) & m[:, mu, None]
             targets = -unit_signs(fields) * flips  # the sign each flipped unit should take; 0 elsewhere
             w.add_(learning_rate * targets[..., None] * x_mu)
             corrections += flips.any(-1)
