@@ -50,7 +50,7 @@ def _solve(solver: str, architecture, weights, x, y, mask, params: dict, generat
         settings = params["least_action"]
         result, final = least_action.train_least_action(
             architecture, weights, x, y, mask, epochs=settings["epochs"], learning_rate=settings["learning_rate"],
-            generator=generator,
+            choice_noise=settings["choice_noise"], generator=generator,
         )
         embedded, solves = polish.polish(architecture, final, x, y, mask, result.embedded, settings["polish_rounds"])
         return {"embedded": embedded, "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(), "lp_solves": solves}
