@@ -153,6 +153,69 @@ def test_least_action_flips_are_the_cheapest_repair(groups, k):
         assert np.abs(fields)[flips].sum() == pytest.approx(_brute_force_flips(fields, label, groups))  # at least action
 
 
+def test_least_action_flips_minimise_the_costs_they_are_given():
+    """With costs passed in (the solver's randomly perturbed |h|), the flips are the cheapest repair
+    under those costs, found by brute force; the repaired machine is right."""
+    rng = np.random.default_rng(8)
+    for groups, k in (((), 5), ((3,), 9)):
+        machine = Architecture("tree", n_inputs=k, hidden=k, groups=groups)
+        for _ in range(20):
+            fields, label, costs = rng.normal(size=k), rng.choice([-1.0, 1.0]), rng.exponential(size=k)
+            flips = least_action.least_action_flips(torch.tensor(fields), torch.tensor(label), groups, torch.tensor(costs)).numpy()
+            signs = np.where(fields > 0, 1.0, -1.0) * np.where(flips, -1.0, 1.0)
+            output = architectures.output_field(machine, [torch.eye(k)[None]], torch.tensor(signs[None, None], dtype=torch.float32))
+            assert torch.sign(output).item() == label
+            # the brute force over flip sets, with |fields| replaced by the given costs (same signs)
+            assert costs[flips].sum() == pytest.approx(_brute_force_flips(np.where(fields > 0, 1.0, -1.0) * costs, label, groups))
+
+
+def _shared_sub_pattern_conflict():
+    """A hand-made K = 3 instance (N / K = 4) that fixed-step least action cycles on forever.
+
+    Patterns A = (u, a2, a3) with label +1 and B = (u, b2, b3) with label -1 share unit 1's
+    sub-pattern u. Unit 1's field on u is -1, unit 2 votes + (fields 10 on a2, 5 on b2) and unit 3
+    votes - (-10 on the sub-pattern a3 both share), so both outputs are unit 1's sign. A is repaired by flipping unit 1 (cost
+    1 < 10), its field becomes -1 + |u|^2 = 3; then B is repaired by unit 1 again (3 < 5), back to
+    -1: units 2 and 3 are never touched. Embeddable: unit 1 +, unit 2 + on a2 and - on b2 (two
+    distinct, non-opposite points), unit 3 -. Returns patterns (1, 2, 12), labels and mask (1, 2),
+    weights (1, 3, 4)."""
+    u, a2, b2 = [1.0, 1, 1, 1], [1.0, 1, 1, 1], [1.0, 1, 1, -1]
+    a3 = [1.0, -1, 1, -1]
+    x = torch.tensor([[u + a2 + a3, u + b2 + a3]])
+    y, mask = torch.tensor([[1.0, -1.0]]), torch.ones(1, 2, dtype=torch.bool)
+    w = torch.tensor([[[-0.25] * 4, [2.5] * 4, [-2.5, 2.5, -2.5, 2.5]]])
+    return x, y, mask, w
+
+
+def test_fixed_step_least_action_2_cycles_and_the_randomised_choice_breaks_the_cycle():
+    machine = Architecture("tree", n_inputs=12, hidden=3)
+    x, y, mask, w = _shared_sub_pattern_conflict()
+    fields = torch.einsum("bpkn,bkn->bpk", x.view(1, 2, 3, 4), w)
+    assert fields[0].tolist() == [[-1.0, 10.0, -10.0], [-1.0, 5.0, -10.0]]  # the construction in the docstring
+    cycling, final = least_action.train_least_action(machine, [w], x, y, mask, epochs=200, generator=torch.Generator().manual_seed(0))
+    assert not cycling.embedded.item()
+    assert cycling.fewest_errors.item() >= 1  # a correction in every one of the 200 epochs
+    assert torch.equal(final[0, 1:], w[0, 1:])  # only unit 1 was ever corrected
+    assert (final[0, 0] @ x[0, 0, :4]).item() in (-1.0, 3.0)  # its field on u still one of the cycle's two values
+    for seed in range(5):
+        broken, solution = least_action.train_least_action(machine, [w], x, y, mask, epochs=200, choice_noise=0.5,
+                                                            generator=torch.Generator().manual_seed(seed))
+        assert broken.embedded.item()
+        assert architectures.training_errors(machine, [solution], x, y, mask).item() == 0
+
+
+def test_the_randomised_choice_leaves_the_perceptron_unchanged():
+    """K = 1 has no choice to randomise: the same random orders, the same weights, noise or not."""
+    n = 30
+    machine = Architecture("tree", n_inputs=n, hidden=1)
+    generator = torch.Generator().manual_seed(9)
+    x, y, mask = patterns.load_batch([patterns.patterns_for_load(1.8, n)] * 6, n, generator)
+    weights = architectures.initial_weights(machine, 6, generator)
+    runs = [least_action.train_least_action(machine, weights, x, y, mask, epochs=50, choice_noise=sigma,
+                                            generator=torch.Generator().manual_seed(1)) for sigma in (0.0, 0.5)]
+    assert torch.equal(runs[0][0].embedded, runs[1][0].embedded) and torch.equal(runs[0][1], runs[1][1])
+
+
 def test_perceptron_solver_embeds_every_lp_separable_instance():
     """K = 1: online least action (the perceptron rule) + the LP polish embeds exactly the LP-separable instances."""
     n, alphas, instances = 30, [1.6, 1.9, 2.2, 2.5], 8
@@ -197,16 +260,17 @@ def test_polish_never_lowers_the_fraction_embedded_and_its_solutions_are_proofs(
     counts = [patterns.patterns_for_load(alpha, n) for alpha in (1.5, 2.2, 2.8) for _ in range(batch // 3)]
     x, y, mask = patterns.load_batch(counts, n, generator)
     weights = architectures.initial_weights(machine, batch, generator)
-    online, final = least_action.train_least_action(machine, weights, x, y, mask, epochs=30, generator=generator)
-    before = online.embedded.clone()
-    before[0] = True  # claimed embedded already: never touched, never lost
-    after, _ = polish.polish(machine, final, x, y, mask, before, rounds=2)
-    assert (after | ~before).all() and after.sum() >= before.sum()
-    for b in np.flatnonzero((after & ~before).numpy()):
-        found, solution, _ = polish.polish_instance(machine, final[b].numpy(), x[b, : counts[b]].numpy(), y[b, : counts[b]].numpy(), 2)
-        assert found
-        errors = architectures.training_errors(machine, [torch.tensor(solution[None], dtype=torch.float32)], x[b : b + 1], y[b : b + 1], mask[b : b + 1])
-        assert errors.item() == 0
+    for sigma in (0.0, 0.5):  # the deterministic and the randomised choice
+        online, final = least_action.train_least_action(machine, weights, x, y, mask, epochs=30, choice_noise=sigma, generator=generator)
+        before = online.embedded.clone()
+        before[0] = True  # claimed embedded already: never touched, never lost
+        after, _ = polish.polish(machine, final, x, y, mask, before, rounds=2)
+        assert (after | ~before).all() and after.sum() >= before.sum()
+        for b in np.flatnonzero((after & ~before).numpy()):
+            found, solution, _ = polish.polish_instance(machine, final[b].numpy(), x[b, : counts[b]].numpy(), y[b, : counts[b]].numpy(), 2)
+            assert found
+            errors = architectures.training_errors(machine, [torch.tensor(solution[None], dtype=torch.float32)], x[b : b + 1], y[b : b + 1], mask[b : b + 1])
+            assert errors.item() == 0
 
 
 def test_annealed_backprop_reaches_the_lp_at_k1():
