@@ -26,6 +26,9 @@ def _synchronise(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+CHOICE_NOISE = 0.5  # config committee.least_action.choice_noise (all three scales)
+
+
 def throughput(solver: str, n: int, alpha: float, instances: int, epochs: int, device: torch.device) -> dict:
     """Train `instances` instances at load alpha for `epochs` with one solver; least_action also
     times the LP polish (one round) of the instances it left unembedded."""
@@ -40,7 +43,8 @@ def throughput(solver: str, n: int, alpha: float, instances: int, epochs: int, d
         result = backprop.train_backprop(machine, weights, x, y, mask, epochs=epochs, learning_rate=0.05,
                                          beta_start=1.0, beta_end=64.0, check_every=10)
     else:
-        result, final = least_action.train_least_action(machine, weights, x, y, mask, epochs=epochs, generator=generator)
+        result, final = least_action.train_least_action(machine, weights, x, y, mask, epochs=epochs,
+                                                        choice_noise=CHOICE_NOISE, generator=generator)
     _synchronise(device)
     seconds = time.perf_counter() - start
     instance_epochs = int(result.epochs.sum())
