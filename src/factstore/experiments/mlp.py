@@ -46,7 +46,7 @@ from factstore.embeddings import load_embeddings
 from factstore.facts import FactSet, make_fact_set, real_fact_set, stored_mask
 from factstore.geometry import margin_optimal_targets
 from factstore.mlp import gd
-from factstore.mlp.capacity import WidthSearch, smallest_widths
+from factstore.mlp.capacity import WidthSearch, smallest_widths_configured
 from factstore.mlp.lipschitz import lipschitz_constants
 from factstore.mlp.methods import METHODS, Method
 from factstore.mlp.modules import fold_module, module_outputs, parameters_per_unit
@@ -64,7 +64,7 @@ def search_method(
     ustar: Tensor | None = None, gd_guess: int | None = None, build_modules: bool = False,
     device: torch.device | str = "cpu", degree: int | None = None,
 ) -> dict[float, WidthSearch]:
-    """{target: capacity.smallest_widths' result} for one study method, with the study's config.
+    """{target: capacity.smallest_widths_configured's result} for one study method, with the study's config.
 
     params: the study's config section (search caps, GD protocol, NTK degrees). degree: the
     Hermite degree of an NTK method (default: the first of params["ntk_degrees"]). ustar: U* of
@@ -77,20 +77,15 @@ def search_method(
     are not the bottleneck.
     """
     entry = METHODS[method]
-    search = params["search"]
-    generator = derived_generator(*seed_parts)
     if entry.search == "trained":
-        protocol = gd.Protocol.from_config(params["gd"])
-        return smallest_widths(method, fact_set, targets, generator, high=search["gd_max_width"],
-                               guess=gd_guess or default_gd_guess(entry, fact_set), growth=search["growth"],
-                               first_growth=search.get("first_growth") if gd_guess else None,
-                               resolution=search["resolution"], protocol=protocol, device=device)
-    value_targets = entry.value_targets(fact_set, ustar)
-    if entry.search == "unit_prefix":
-        return smallest_widths(method, fact_set, targets, generator, high=search["ntk_max_width"],
-                               build_modules=build_modules, value_targets=value_targets,
-                               degree=int(params["ntk_degrees"][0] if degree is None else degree))
-    return smallest_widths(method, fact_set, targets, generator, value_targets=value_targets)
+        options = {"protocol": gd.Protocol.from_config(params["gd"]), "guess": gd_guess or default_gd_guess(entry, fact_set),
+                   "first_growth": params["search"].get("first_growth") if gd_guess else None}
+    else:
+        options = {"value_targets": entry.value_targets(fact_set, ustar)}
+        if entry.search == "unit_prefix":
+            options["degree"] = int(params["ntk_degrees"][0] if degree is None else degree)
+    return smallest_widths_configured(method, fact_set, targets, derived_generator(*seed_parts), params["search"],
+                                      build_modules=build_modules, device=device, **options)
 
 
 def search_degrees(

@@ -33,7 +33,7 @@ from factstore.geometry import margin_optimal_targets
 from factstore.io import concat_tables, read_table
 from factstore.metrics import MetricsTable
 from factstore.mlp import gd
-from factstore.mlp.capacity import smallest_width_configured
+from factstore.mlp.capacity import smallest_widths_configured
 from factstore.mlp.methods import METHODS
 from factstore.mlp.modules import fold_module, module_accuracy
 from factstore.search import bracket_search_smallest_together
@@ -209,9 +209,12 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
             for method in params["methods"]:
                 parts = (params["seed"], "usability-whitening", kind, method, float(alpha), replicate)
                 entry = METHODS[method]
-                found = smallest_width_configured(method, first, params["standalone_target"], derived_generator(*parts),
-                                                  params["mlp_search"], gd.Protocol.from_config(params["gd"]),
-                                                  params["ntk_degree"], entry.value_targets(first, ustar), context.device)
+                target = params["standalone_target"]
+                found = smallest_widths_configured(
+                    method, first, [target], derived_generator(*parts), params["mlp_search"],
+                    protocol=gd.Protocol.from_config(params["gd"]), degree=params["ntk_degree"],
+                    value_targets=entry.value_targets(first, ustar), device=context.device,
+                )[target]
                 size = found.width if found.width is not None else max(found.evaluations)
                 trained = found.module
                 if trained is None:

@@ -329,20 +329,26 @@ def _build_at(
     return method.make(fact_set, width, generator, value_targets, **options)
 
 
-def smallest_width_configured(
-    method: str, fact_set: FactSet, target: float, generator: torch.Generator, search: dict, protocol,
-    degree: int, value_targets: Tensor | None = None, device: torch.device | str = "cpu",
-) -> WidthSearch:
-    """smallest_width with a study's configured caps: the smallest size of `method` storing
-    `target` of fact_set, with its module (an NTK's at the cap when the target is not reached).
+def smallest_widths_configured(
+    method: str, fact_set: FactSet, targets: list[float], generator: torch.Generator, search: dict,
+    protocol=None, degree: int | None = None, value_targets: Tensor | None = None, guess: int | None = None,
+    first_growth: float | None = None, build_modules: bool = True, device: torch.device | str = "cpu",
+) -> dict[float, WidthSearch]:
+    """smallest_widths with a study's configured caps: {target: the smallest size of `method`
+    storing `target` of fact_set}, the one place that maps a method's search strategy to its settings.
 
-    search: {ntk_max_width, gd_max_width, growth, resolution} (the fact-storing-MLP study's
-    search settings); protocol: the gd.Protocol of a trained method; degree: an NTK's Hermite
-    degree; value_targets: what a construction emits per value (default: the method's own)."""
+    search: {ntk_max_width, gd_max_width, growth, resolution} (a study's search settings);
+    protocol: the gd.Protocol of a trained method; guess / first_growth: where a trained method's
+    bracketing starts and its first step (None: from width 1, doubling); degree: an NTK's Hermite
+    degree; value_targets: what a construction emits per value (default: the method's own);
+    build_modules: also build an NTK module at the width found (or at the cap when a target is
+    not reached; the other strategies always build); device: where a trained method trains."""
     entry = get_method(method)
     if entry.search == "trained":
-        return smallest_widths(method, fact_set, [target], generator, high=search["gd_max_width"],
-                               growth=search["growth"], resolution=search["resolution"], protocol=protocol,
-                               device=device)[target]
-    options = {"degree": degree, "high": search["ntk_max_width"]} if entry.search == "unit_prefix" else {}
-    return smallest_widths(method, fact_set, [target], generator, value_targets=value_targets, **options)[target]
+        return smallest_widths(method, fact_set, targets, generator, high=search["gd_max_width"], guess=guess,
+                               growth=search["growth"], first_growth=first_growth,
+                               resolution=search["resolution"], protocol=protocol, device=device)
+    if entry.search == "unit_prefix":
+        return smallest_widths(method, fact_set, targets, generator, high=search["ntk_max_width"],
+                               build_modules=build_modules, value_targets=value_targets, degree=degree)
+    return smallest_widths(method, fact_set, targets, generator, value_targets=value_targets)
