@@ -26,7 +26,6 @@ its own, so a probe's result does not depend on the batch it ran in (up to summa
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 
 import torch
@@ -119,8 +118,7 @@ def train_attention(
 
     Run r draws its facts, junk and restarts from generators[r] only, so it makes the same draws,
     and (up to floating-point summation order) the same updates, as if it trained alone. Returns
-    one record per run: {steps (updates, restarts included), seconds (wall time of the batch when
-    the run stopped), stop ('target' | 'plateau' | 'max_steps'), restarts, fact_adaptive_max,
+    one record per run: {steps (updates, restarts included), stop ('target' | 'plateau' | 'max_steps'), restarts, fact_adaptive_max,
     fact_adaptive_max_step, fact_adaptive_last (its last evaluation), evaluations, loss and
     train_accuracy (its last batch's)}.
     """
@@ -132,11 +130,11 @@ def train_attention(
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer, schedule = adamw_with_warmup(parameters, settings.learning_rate, settings.weight_decay,
                                             settings.warmup_steps)
-    records = [{"steps": 0, "seconds": 0.0, "stop": "max_steps", "restarts": 0, "fact_adaptive_max": 0.0,
+    records = [{"steps": 0, "stop": "max_steps", "restarts": 0, "fact_adaptive_max": 0.0,
                 "fact_adaptive_max_step": 0, "fact_adaptive_last": 0.0, "evaluations": 0, "loss": float("nan"),
                 "train_accuracy": 0.0} for _ in range(runs)]
     started_at = [0] * runs  # the update at which each run last (re)started
-    active, started, steps = list(range(runs)), time.perf_counter(), 0
+    active, steps = list(range(runs)), 0
     model.train()
     while active and steps < settings.max_steps:
         sequences = [recall_sequences(torch.randint(0, vocabulary.n_facts, (settings.batch_size,),
@@ -155,8 +153,7 @@ def train_attention(
         steps += 1
         accuracies = (logits.detach().argmax(dim=2) == answers).float().mean(dim=1)
         for row, run in enumerate(active):
-            records[run] |= {"steps": steps, "seconds": time.perf_counter() - started,
-                             "loss": float(losses[row].detach()), "train_accuracy": float(accuracies[row])}
+            records[run] |= {"steps": steps, "loss": float(losses[row].detach()), "train_accuracy": float(accuracies[row])}
         _restart_stuck(model, active, tasks, fact_maps, generators, settings, steps, started_at, records, optimizer)
         evaluated = [run for run in active if (steps - started_at[run]) % settings.eval_every == 0
                      or steps == settings.max_steps]
