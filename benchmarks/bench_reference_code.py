@@ -207,10 +207,11 @@ def quiet():
 # --------------------------------------------------------------------------------------------
 
 
-def clock(function: Callable[[], object]) -> float:
+def clock(function: Callable[[], object]) -> tuple[object, float]:
+    """(function's result, its wall time in seconds) of one call."""
     started = time.perf_counter()
-    function()
-    return time.perf_counter() - started
+    result = function()
+    return result, time.perf_counter() - started
 
 
 def per_step_times(sides: dict[str, Callable[[int], object]], short: int, long: int, repeats: int) -> dict:
@@ -222,8 +223,8 @@ def per_step_times(sides: dict[str, Callable[[int], object]], short: int, long: 
     runs = {side: {"short": [], "long": []} for side in sides}
     for _ in range(repeats):
         for side, run in sides.items():
-            runs[side]["short"].append(clock(lambda: run(short)))
-            runs[side]["long"].append(clock(lambda: run(long)))
+            runs[side]["short"].append(clock(lambda: run(short))[1])
+            runs[side]["long"].append(clock(lambda: run(long))[1])
     return {side: {"step_s": (statistics.median(times["long"]) - statistics.median(times["short"])) / (long - short),
                    "short_runs_s": times["short"], "long_runs_s": times["long"], "steps": [short, long]}
             for side, times in runs.items()}
@@ -235,9 +236,8 @@ def whole_run_times(sides: dict[str, Callable[[], object]], repeats: int) -> tup
     times = {side: [] for side in sides}
     for _ in range(repeats):
         for side, run in sides.items():
-            started = time.perf_counter()
-            results[side] = run()
-            times[side].append(time.perf_counter() - started)
+            results[side], seconds = clock(run)
+            times[side].append(seconds)
     return {side: {"step_s": statistics.median(runs), "runs_s": runs} for side, runs in times.items()}, results
 
 
