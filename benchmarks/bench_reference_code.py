@@ -27,7 +27,7 @@ settings the two sides share are set equal: dtype, shapes, batch, learning rate,
   `hebbian.expts.mlp_capacity.run._run_binary_searches_locally` (its CPU path: bisection over m in
   [1, 65536] to precision 0.05, each probe `run_mlp_experiment`: a new fact set, `get_ntk_mlp`,
   the accuracy; its own random fact set of the same F, d, untied spherical embeddings, random
-  map). Project: `factstore.mlp.capacity.smallest_width_configured` (the unit-prefix search: one
+  map). Project: `factstore.mlp.capacity.smallest_widths_configured` (the unit-prefix search: one
   pass over units, then bisection from checkpoints, and the module built at the width found).
   The widths found are reported (different random draws: they need not be equal).
 - usability_update: one attention update of a one-layer Transformer hosting a frozen NTK MLP
@@ -285,7 +285,7 @@ def compare_ntk_width_search(shape: dict, repeats: int) -> dict:
     from hebbian.expts.mlp_capacity import run as capacity_run
 
     from factstore.facts import make_fact_set
-    from factstore.mlp.capacity import smallest_width_configured
+    from factstore.mlp.capacity import smallest_widths_configured
 
     def reference():
         with tempfile.TemporaryDirectory(prefix="factstore-ntk-search-") as folder, quiet():
@@ -304,9 +304,9 @@ def compare_ntk_width_search(shape: dict, repeats: int) -> dict:
     def project():
         facts = make_fact_set(shape["F"], shape["d"], torch.Generator().manual_seed(0))
         with quiet():
-            search = smallest_width_configured("ntk", facts, 1.0, torch.Generator().manual_seed(1),
-                                               {"ntk_max_width": NTK_MAX_WIDTH}, None, shape["degree"])
-        return search.width
+            search = smallest_widths_configured("ntk", facts, [1.0], torch.Generator().manual_seed(1),
+                                                {"ntk_max_width": NTK_MAX_WIDTH}, degree=shape["degree"])
+        return search[1.0].width
 
     timings, widths = whole_run_times({"reference": reference, "project": project}, repeats)
     return {"shape": f"d={shape['d']} F={shape['F']} degree {shape['degree']}, target 100%, widths <= {NTK_MAX_WIDTH}",
@@ -461,7 +461,7 @@ WHAT = {
     "gd_step": ("hebbian-mlps get_gd_mlp (train_with_gd): one full-batch Adam update",
                 "factstore.mlp.gd.train: one full-batch Adam update (one-pass loss, gradient, correct count)"),
     "ntk_width_search": ("hebbian-mlps mlp_capacity _run_binary_searches_locally: one whole NTK width search",
-                         "factstore.mlp.capacity.smallest_width_configured('ntk'): one whole search, module built"),
+                         "factstore.mlp.capacity.smallest_widths_configured('ntk'): one whole search, module built"),
     "usability_update": ("hebbian-mlps train_associative_recall: one attention update (GPT, MLP and logits at "
                          "every position)",
                          "factstore.usability.training.train_attention: one run-update (4 runs batched)"),
