@@ -193,6 +193,25 @@ def test_prunable_groups_cover_the_stated_layers():
     assert groups["head"][0][0] is model.cls.predictions.transform.dense
 
 
+def test_head_pruning_from_cached_encoder_states_equals_the_full_evaluation():
+    # prune_bert evaluates head-only pruning from the unpruned encoder's states: the same numbers
+    model = mlm.small_bert(vocab_size=50, hidden=16, layers=2, heads=2, intermediate=32, max_length=12, seed=0)
+    ids = torch.randint(5, 50, (10, 12), generator=torch.Generator().manual_seed(0))
+    labels = torch.full_like(ids, mlm.IGNORE)
+    labels[:, 2::3] = ids[:, 2::3]
+    ids[:, 2::3] = 4
+    states = mlm.encoder_states(model, ids, labels, torch.device("cpu"), batch_size=4)
+    assert torch.equal(mlm.head_correct(model, states), mlm.token_correct(model, ids, labels, torch.device("cpu"), batch_size=4))
+    groups = mlm.prunable_groups(model)
+    assert mlm.in_head(model, groups["head"])
+    assert not any(mlm.in_head(model, groups[name]) for name in ("later_blocks", "qkv", "first_block"))
+    prune_by_magnitude(groups["head"], 0.9)
+    pruned_direct = mlm.token_correct(model, ids, labels, torch.device("cpu"), batch_size=4)
+    assert torch.equal(mlm.head_correct(model, states), pruned_direct)
+    prune_by_magnitude(groups["first_block"], 0.9)  # the encoder changes: cached states no longer apply
+    assert not torch.equal(mlm.encoder_states(model, ids, labels, torch.device("cpu"), batch_size=4)[0][0], states[0][0])
+
+
 # -- FewRel on the mirror's files ---------------------------------------------------------------
 
 

@@ -236,15 +236,42 @@ def partition_masks(
 
 
 @torch.no_grad()
+def encoder_states(model, inputs: torch.Tensor, labels: torch.Tensor, device: torch.device,
+                   batch_size: int = 64) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The encoder's last hidden states at the masked positions, batch by batch: a list of
+    (hidden (m, hidden), targets (m,)), the m masked positions of each batch of `batch_size` rows
+    in row-major order of labels != -100. Pruning only the MLM head leaves these unchanged, so
+    a sweep over head pruning rates computes them once (`head_correct`)."""
+    model.to(device).eval()
+    states = []
+    for start in range(0, len(inputs), batch_size):
+        batch_inputs, batch_labels = inputs[start : start + batch_size].to(device), labels[start : start + batch_size].to(device)
+        attention = (batch_inputs != model.config.pad_token_id).long()
+        hidden = model.bert(input_ids=batch_inputs, attention_mask=attention).last_hidden_state
+        picked = batch_labels != IGNORE
+        states.append((hidden[picked], batch_labels[picked]))
+    return states
+
+
+@torch.no_grad()
+def head_correct(model, states: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """Bool (M,): whether the MLM head of `model` predicts each masked token right from the
+    encoder states of `encoder_states` (the same batches, so the same numbers as token_correct)."""
+    model.eval()
+    return torch.cat([(model.cls(hidden).argmax(-1) == targets).cpu() for hidden, targets in states])
+
+
 def token_correct(model, inputs: torch.Tensor, labels: torch.Tensor, device: torch.device, batch_size: int = 64) -> torch.Tensor:
     """Bool (M,): whether the argmax prediction at each of the M masked positions (row-major order
     of labels != -100) is the original token."""
-    model.to(device).eval()
-    correct = []
-    for start in range(0, len(inputs), batch_size):
-        logits, targets = masked_logits(model, inputs[start : start + batch_size].to(device), labels[start : start + batch_size].to(device))
-        correct.append((logits.argmax(-1) == targets).cpu())
-    return torch.cat(correct)
+    return head_correct(model, encoder_states(model, inputs, labels, device, batch_size))
+
+
+def in_head(model, weights: Sequence[tuple[nn.Module, str]]) -> bool:
+    """Whether every module of `weights` belongs to the MLM head (model.cls): pruning them leaves
+    the encoder states unchanged."""
+    head_modules = {id(module) for module in model.cls.modules()}
+    return all(id(module) in head_modules for module, _ in weights)
 
 
 def accuracy_per_token(model, inputs: torch.Tensor, labels: torch.Tensor, device: torch.device, batch_size: int = 64) -> float:

@@ -161,7 +161,8 @@ def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
     targets = labels[labels != mlm.IGNORE]
     unigram = targets == payload["subset"]["most_frequent_token"]
     train_chunks, train_special = _chunks(vocabulary, token_ids, split[params["subset"]], params["length"])
-    unpruned = mlm.token_correct(trained, masked, labels, context.device)
+    states = mlm.encoder_states(trained, masked, labels, context.device)  # reused by every head-only pruning
+    unpruned = mlm.head_correct(trained, states)
     common = {"subset": params["subset"], "apt_unpruned": float(unpruned.float().mean()),
               "most_frequent_apt": float(unigram.float().mean()),
               "margin_standard_error": mlm.paired_standard_error(unpruned, unigram),
@@ -177,7 +178,12 @@ def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
                 mlm.train_mlm(model, train_chunks, train_special, vocabulary.mask, params["retrain_steps"],
                               params["batch_size"], params["learning_rate"], derived_generator(params["seed"], "retrain", group, rate),
                               context.device, description=f"retrain {group} {rate:g}")
-            correct = unpruned if rate == 0 else mlm.token_correct(model, masked, labels, context.device)
+            if rate == 0:
+                correct = unpruned
+            elif params["retrain_steps"] == 0 and mlm.in_head(model, weights):
+                correct = mlm.head_correct(model, states)
+            else:
+                correct = mlm.token_correct(model, masked, labels, context.device)
             rows.append(common | {"group": group, "rate": rate, "apt": float(correct.float().mean()),
                                   "apt_standard_error": mlm.binomial_standard_error(correct),
                                   "drop_standard_error": mlm.paired_standard_error(unpruned, correct),
