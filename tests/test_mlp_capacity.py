@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from factstore.facts import FactSet, make_fact_set
 from factstore.geometry import margin_optimal_targets
 from factstore.mlp import encoder_decoder, gd, ntk
-from factstore.mlp.capacity import smallest_width, smallest_widths
+from factstore.mlp.capacity import ntk_smallest_widths, smallest_width, smallest_widths
 from factstore.mlp.methods import METHODS, get_method
 from factstore.mlp.modules import module_accuracy, parameter_count, parameters_per_unit
 from factstore.search import (
@@ -131,6 +131,18 @@ def test_ntk_search_answers_several_targets_from_one_pass():
     assert together[0.9].width <= together[0.99].width <= together[1.0].width
     without_modules = smallest_widths("ntk", facts, [1.0], generator(3), degree=2, build_modules=False)[1.0]
     assert without_modules.module is None and without_modules.n_params == together[1.0].n_params
+
+
+def test_ntk_search_checkpoints_change_the_work_not_the_answer():
+    # the bisection continues from checkpoints kept along the doubling step: same widths, and every
+    # accuracy it records is the one-pass curve's at that width
+    facts = fact_set(96, 16)
+    checkpointed, evaluations = ntk_smallest_widths(facts, [0.9, 0.99, 1.0], generator(4), degree=2)
+    plain, plain_evaluations = ntk_smallest_widths(facts, [0.9, 0.99, 1.0], generator(4), degree=2, checkpoints_per_doubling=1)
+    assert checkpointed == plain and evaluations == plain_evaluations
+    curve = ntk.accuracy_by_width(facts, list(evaluations), generator(4), degree=2)
+    assert curve == pytest.approx(evaluations, abs=1 / 96 + 1e-12)  # float64 summation order only
+    assert max(evaluations) > 64 * 32 // 8  # the doubling step where the targets pass was checkpointed
 
 
 def test_ntk_search_with_partial_target_and_degree_two():

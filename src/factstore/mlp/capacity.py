@@ -9,9 +9,10 @@ probe so non-monotone cases are visible.
 Strategies, the `search` of each method's entry in methods.METHODS (see `smallest_widths`);
 each answers several targets at once:
 - 'unit_prefix' (NTK): one pass over units (the prefix property, ntk.PrefixAccumulator):
-  doubling widths until the highest target is met, checkpointing the running sum, then for
-  each target bisection from the checkpoint at its last failing width, so the whole search
-  costs about two constructions at the final width.
+  doubling widths until the highest target is met, checkpointing the running sum along the
+  doubling step where a target first passes, then for each target bisection from the nearest
+  checkpoint below each probe, so the whole search costs little more than one construction at
+  the final doubling width.
 - 'code_size' (encoder-decoder): the code size is searched on the codes themselves (does
   D_m D_m^T t_f(i) decode?), nested decoders from one orthogonal draw, then one build verified
   on the module.
@@ -79,14 +80,18 @@ class WidthSearch:
 
 def ntk_smallest_widths(
     fact_set: FactSet, targets: list[float], generator: torch.Generator, low: int = 1, high: int = 2**20,
-    chunk_size: int = DEFAULT_CHUNK_SIZE, **options,
+    chunk_size: int = DEFAULT_CHUNK_SIZE, checkpoints_per_doubling: int = 8, **options,
 ) -> tuple[dict[float, int | None], dict[int, float]]:
     """({target: smallest NTK width, None past `high`}, {width: accuracy}) from ONE pass over units.
 
-    Doubling from `low` until the highest target passes (or `high`), checkpointing the running
-    sum at each width; then, per target, bisection between its last failing and first passing
-    doubling width, each probe continuing a copy of the failing checkpoint, so no unit is
-    computed more than about twice. Widths are those of ntk.build with the same generator state.
+    Doubling from `low` until the highest target passes (or `high`); along each doubling step the
+    running sum is checkpointed every 1/checkpoints_per_doubling of the step (at least 32 units),
+    and the checkpoints of a step are kept where a target first passes. Then, per target,
+    bisection between its last failing and first passing doubling width, each probe continuing a
+    copy of the nearest checkpoint below it (a failing probe becomes one), so the bisection
+    computes about 1/checkpoints_per_doubling of a doubling step instead of the whole step again.
+    Memory: about (checkpoints_per_doubling + 1) x len(targets) copies of the (F, d_out) sum.
+    Widths are those of ntk.build with the same generator state (up to float64 summation order).
     options: activation, degree, value_targets, block_size (of ntk.PrefixAccumulator).
     """
     running = ntk.PrefixAccumulator(fact_set, generator, **options)
@@ -97,15 +102,27 @@ def ntk_smallest_widths(
         evaluations[width] = dot_product_accuracy(accumulator.outputs(), fact_set.values, fact_set.fact_map, chunk_size)
         return evaluations[width]
 
-    checkpoints: dict[int, ntk.PrefixAccumulator] = {}
-    width = low
+    kept: dict[int, ntk.PrefixAccumulator] = {}  # width -> the running sum there, never mutated
+    doubling: list[int] = []
+    start_checkpoint, width = None, low
     while True:
+        step = max(32, (width - running.width) // checkpoints_per_doubling)
+        along = {}
+        for stop in range(running.width + step, width, step):
+            running.advance(stop)
+            along[stop] = running.copy()
         accuracy = evaluate(running, width)
-        checkpoints[width] = running.copy()
+        passed_here = any(evaluations[width] >= target and all(evaluations[w] < target for w in doubling) for target in targets)
+        if passed_here:
+            kept.update(along)
+            if start_checkpoint is not None:
+                kept[start_checkpoint.width] = start_checkpoint
+        doubling.append(width)
+        start_checkpoint = running.copy()
         if accuracy >= max(targets) or width >= high:
             break
         width = min(2 * width, high)
-    doubling = sorted(checkpoints)
+
     widths: dict[float, int | None] = {}
     for target in sorted(targets):
         passing = [w for w in doubling if evaluations[w] >= target]
@@ -118,22 +135,19 @@ def ntk_smallest_widths(
             widths[target] = hi
             continue
         lo = doubling[index - 1]
-        failing = checkpoints[lo]  # never mutated: probes continue copies of it
         while hi - lo > 1:
             middle = (lo + hi) // 2
-            probe = None
-            if middle in evaluations:  # probed by an earlier target's bisection
+            if middle in evaluations:  # probed by an earlier target's bisection, or a doubling width
                 accuracy = evaluations[middle]
             else:
-                probe = failing.copy()
+                base = kept[max(w for w in kept if lo <= w <= middle)]
+                probe = base if base.width == middle else base.copy()
                 accuracy = evaluate(probe, middle)
+                kept[middle] = probe
             if accuracy >= target:
                 hi = middle
             else:
-                if probe is None:
-                    probe = failing.copy()
-                    probe.advance(middle)
-                lo, failing = middle, probe
+                lo = middle
         widths[target] = hi
     return widths, evaluations
 
