@@ -16,7 +16,7 @@ import yaml
 from factstore import claims
 from factstore.facts import normalize_rows
 from factstore.mlp.modules import LinearMemory
-from factstore.transformer import rotary
+from factstore.transformer import attention_at, attention_over_tables, rotary, table_attention_pays
 from factstore.usability import threshold
 from factstore.usability.task import (
     IGNORE, JunkLengths, Task, Vocabulary, gaussian_embeddings, gaussian_probe_task, make_task, mlp_fact_set,
@@ -108,6 +108,35 @@ def test_rotary_scores_depend_on_the_distance_only():
     score = lambda i, j: float(rotary(q, torch.tensor([[i]])) @ rotary(k, torch.tensor([[j]])).transpose(-1, -2))
     assert score(3, 1) == pytest.approx(score(7, 5), rel=1e-5)
     assert score(0, 0) == pytest.approx(float(q @ k.transpose(-1, -2)), rel=1e-5)
+
+
+@pytest.mark.parametrize("n_head", [1, 4])
+def test_attention_over_the_tables_is_the_per_position_attention(n_head):
+    # without RoPE the attention is computed on the vocabulary tables (transformer.attention_over_tables):
+    # the same outputs and gradients as per position, with repeated tokens and positions after the query
+    generator = torch.Generator().manual_seed(0)
+    count, batch, length, vocabulary, dim = 3, 5, 7, 4, 16  # 4 entries in 7 positions: tokens repeat
+    key_tables = torch.randn(count, vocabulary, dim, generator=generator, dtype=torch.float64, requires_grad=True)
+    inputs = torch.randn(count, vocabulary, dim, generator=generator, dtype=torch.float64)
+    queries = torch.randn(count, batch, dim, generator=generator, dtype=torch.float64, requires_grad=True)
+    tokens = torch.randint(vocabulary, (count, batch, length), generator=generator)
+    query_positions = torch.randint(length, (count, batch), generator=generator)
+    rows = torch.arange(count).view(count, 1, 1)
+    per_position = attention_at(queries.reshape(-1, dim), key_tables[rows, tokens].view(-1, length, dim),
+                                inputs[rows, tokens].view(-1, length, dim), query_positions.reshape(-1), n_head,
+                                None).view(count, batch, dim)
+    over_tables = attention_over_tables(queries, key_tables, inputs, tokens, query_positions, n_head)
+    assert torch.allclose(over_tables, per_position, atol=1e-12)
+    weights = torch.randn(count, batch, dim, generator=generator, dtype=torch.float64)
+    gradients = [torch.autograd.grad((result * weights).sum(), (queries, key_tables)) for result in (per_position, over_tables)]
+    for first, second in zip(*gradients):
+        assert torch.allclose(first, second, atol=1e-12)
+    changed = tokens.clone()
+    changed[query_positions < length - 1, -1] = (changed[query_positions < length - 1, -1] + 1) % vocabulary
+    assert torch.equal(attention_over_tables(queries, key_tables, inputs, changed, query_positions, n_head), over_tables), \
+        "a token after the query is never read"
+    assert table_attention_pays(vocabulary, length, None) and not table_attention_pays(vocabulary, length, 10_000.0)
+    assert not table_attention_pays(10_000, length, None)
 
 
 def test_query_position_forward_matches_the_full_forward():

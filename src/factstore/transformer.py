@@ -91,6 +91,48 @@ def attention_at(queries: Tensor, keys: Tensor, inputs: Tensor, query_positions:
     return functional.scaled_dot_product_attention(queries, keys, heads(inputs), attn_mask=visible).reshape(count, dim)
 
 
+def attention_over_tables(queries: Tensor, key_tables: Tensor, input_tables: Tensor, tokens: Tensor,
+                          query_positions: Tensor, n_head: int = 1) -> Tensor:
+    """Causal attention of one query per sequence WITHOUT positional encoding, computed over the
+    vocabulary tables instead of position by position: (A, B, d) mixed inputs.
+
+    queries: (A, B, d), the query of each of B sequences of each of A tables; key_tables,
+    input_tables: (A, V, d), the key and the input of every vocabulary entry; tokens: (A, B, T);
+    query_positions: (A, B). Without RoPE a key depends on its token alone, so the scores are
+    q . k_v for every entry v (one matmul) gathered at the sequence's tokens, and the mix
+    sum_t p_t x_{token_t} is the weights added onto their entries times the input table (another
+    matmul). The same softmax over positions as `attention_at` (a token repeated at two positions
+    counts twice), so the same output up to float32 rounding; it avoids the (A B, T, d)
+    per-position gathers and their gradients, which dominate a usability update while V is a
+    few times T (see `table_attention_pays`).
+    """
+    count, batch, length = tokens.shape
+    vocabulary, dim = key_tables.shape[1:]
+    head_dim = dim // n_head
+
+    def heads(x: Tensor) -> Tensor:  # (A, N, d) -> (A, n_head, N, d / n_head)
+        return x.view(count, x.shape[1], n_head, head_dim).transpose(1, 2)
+
+    scores_by_entry = heads(queries) @ heads(key_tables).transpose(-1, -2) / math.sqrt(head_dim)  # (A, H, B, V)
+    index = tokens.unsqueeze(1).expand(count, n_head, batch, length)
+    visible = torch.arange(length, device=tokens.device) <= query_positions.unsqueeze(-1)  # (A, B, T)
+    weights = scores_by_entry.gather(3, index).masked_fill(~visible.unsqueeze(1), float("-inf")).softmax(dim=-1)
+    on_entries = torch.zeros_like(scores_by_entry).scatter_add(3, index, weights)  # (A, H, B, V)
+    return (on_entries @ heads(input_tables)).transpose(1, 2).reshape(count, batch, dim)
+
+
+def table_attention_pays(vocabulary: int, length: int, rope_base: float | None) -> bool:
+    """Whether `attention_over_tables` is the cheaper way (and a possible one: no RoPE) for sequences
+    of `length` tokens over a vocabulary of `vocabulary` entries. It does V / T times the
+    multiply-adds of the per-position path but no (B, T, d) gathers; on one CPU thread at
+    d = 128, B = 1,024, T = 21 it is faster up to V ~ 1,000 (docs/performance.md)."""
+    return rope_base is None and vocabulary <= TABLE_ATTENTION_MAX_RATIO * length
+
+
+TABLE_ATTENTION_MAX_RATIO = 48
+"""Vocabulary entries per sequence position up to which table attention is used (measured)."""
+
+
 def projection_mlp(dim: int, hidden: int) -> nn.Sequential:
     """LayerNorm -> Linear(d, hidden) -> GELU -> Linear(hidden, d): a query or key map that is a
     small MLP (the language-model study's choice, SPEC S0 "Language modelling")."""
@@ -140,8 +182,13 @@ class CausalSelfAttention(nn.Module):
         batch, length = tokens.shape
         if query_positions is not None:
             rows = torch.arange(batch, device=tokens.device)
-            mixed = attention_at(self.query(table)[tokens[rows, query_positions]], self.key(table)[tokens],
-                                 table[tokens], query_positions, self.n_head, self.rope_base)
+            queries = self.query(table)[tokens[rows, query_positions]]
+            if table_attention_pays(len(table), length, self.rope_base):
+                mixed = attention_over_tables(queries.unsqueeze(0), self.key(table).unsqueeze(0), table.unsqueeze(0),
+                                              tokens.unsqueeze(0), query_positions.unsqueeze(0), self.n_head)[0]
+            else:
+                mixed = attention_at(queries, self.key(table)[tokens], table[tokens], query_positions, self.n_head,
+                                     self.rope_base)
             return self.output(self.value(mixed))
         positions = torch.arange(length, device=tokens.device)
         keys = rotary(self._heads(self.key(table)[tokens]), positions, self.rope_base)

@@ -14,6 +14,9 @@ sequence (A, B):
     keys     = RoPE(tables W_k[a]^T [tokens])                (A B, heads, T, d / heads; RoPE optional)
     queries  = RoPE(tables W_q[a]^T [tokens at Q])           (A B, heads, 1, d / heads)
     mixed    = softmax(queries keys^T / sqrt(d_head)) rms(E[a])[tokens]   (causal: up to Q)
+
+(without RoPE and for a vocabulary of a few times T, the same attention is computed over the
+tables: transformer.attention_over_tables).
     logits_a = norm(g_a(s_a rms(mixed_a))) D_a^T             (B, V) per run (norm: rms or unit)
 
 Training sums the runs' losses, so the gradient of each run's weights is the gradient of its own
@@ -27,7 +30,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from factstore.transformer import FactTransformer, attention_at, frozen_copy, output_normalise, rms_normalise
+from factstore.transformer import (
+    FactTransformer, attention_at, attention_over_tables, frozen_copy, output_normalise, rms_normalise, table_attention_pays,
+)
 
 
 class RunBatch(nn.Module):
@@ -83,10 +88,14 @@ class RunBatch(nn.Module):
         query_tables = tables @ torch.stack([self.query[r] for r in runs]).transpose(1, 2)
         run_rows = torch.arange(count, device=tokens.device).view(count, 1)
         query_tokens = tokens.gather(2, query_positions.unsqueeze(2)).squeeze(2)  # (A, B)
-        mixed = attention_at(query_tables[run_rows, query_tokens].view(-1, dim),
-                             key_tables[run_rows.unsqueeze(2), tokens].view(-1, length, dim),
-                             tables[run_rows.unsqueeze(2), tokens].view(-1, length, dim),
-                             query_positions.reshape(-1), self.n_head, self.rope_base).view(count, batch, dim)
+        queries = query_tables[run_rows, query_tokens]  # (A, B, d)
+        if table_attention_pays(tables.shape[1], length, self.rope_base):
+            mixed = attention_over_tables(queries, key_tables, tables, tokens, query_positions, self.n_head)
+        else:
+            mixed = attention_at(queries.view(-1, dim),
+                                 key_tables[run_rows.unsqueeze(2), tokens].view(-1, length, dim),
+                                 tables[run_rows.unsqueeze(2), tokens].view(-1, length, dim),
+                                 query_positions.reshape(-1), self.n_head, self.rope_base).view(count, batch, dim)
         hosted = self.swapped if swapped else self.mlps
         logits = []
         for row, run in enumerate(runs):
