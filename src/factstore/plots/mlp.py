@@ -201,7 +201,8 @@ def anisotropy(tables: dict[str, pd.DataFrame], params: dict):
         ax.set_xscale("log")
         ax.set_xlabel("value condition number $\\kappa$")
     style.shared_legend(fig, axes)
-    style.caption(fig, f"spherical keys; values with singular values linspace(1, 1/kappa), d = {section['d']}; mean over "
+    profile = {"linspace": "linspace(1, 1/kappa)", "geometric": "kappa^(-t), t in [0, 1] (geometric)"}[section["spectrum"]]
+    style.caption(fig, f"spherical keys; values with singular values {profile}, d = {section['d']}; mean over "
                        f"{section['seeds']} seeds (bars: min-max); NTK and NTK + U*: the best of Hermite degrees "
                        f"{_degrees(params)} per setting")
     return fig
