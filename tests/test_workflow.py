@@ -49,6 +49,14 @@ def test_dry_run_of_figures_resolves(workspace, config):
     snakemake("-n", "--nolock", "figures", "all", "--configfile", config, cwd=workspace)
 
 
+def test_the_d128_regime_figure_is_part_of_figures(workspace):
+    """mlp_seed_regime (the ntk_regime and robust_regime sweeps at d = 128, issue 23) is drawn by
+    the `figures` target at the default scale."""
+    done = snakemake("-n", "--nolock", "figures", "--configfile", "config/config.yaml", cwd=workspace)
+    output = done.stdout + done.stderr
+    assert "figures/mlp_seed_regime.png" in output and "figures/mlp_seed_regime.pdf" in output
+
+
 def test_bad_config_stops_with_the_key_named(workspace, tmp_path):
     broken = yaml.safe_load((workspace / SMOKE).read_text())
     broken["assoc"]["trained"]["sead"] = 3

@@ -8,8 +8,9 @@ picks the right one:
 
 Embeddings come in three kinds (SPEC S0 "Embeddings and fact sets"):
 - spherical: i.i.d. Gaussian rows normalised to unit norm;
-- conditioned: the singular values of a spherical set replaced by linspace(1, 1/kappa, r) and
-  rescaled to keep the Frobenius norm, so the set has condition number exactly kappa;
+- conditioned: the singular values of a spherical set replaced by linspace(1, 1/kappa, r) (or a
+  geometric profile, `singular_value_profile`) and rescaled to keep the Frobenius norm, so the
+  set has condition number exactly kappa;
 - real: precomputed sentence embeddings (see `factstore.embeddings`), keys renormalised.
 
 Constructions run in float64; every function here returns float64 tensors on the CPU unless the
@@ -18,6 +19,7 @@ inputs live elsewhere.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -113,8 +115,31 @@ def condition_number(embeddings: Tensor) -> float:
     return float(singular_values.max() / singular_values.min())
 
 
-def set_condition_number(embeddings: Tensor, condition_number: float) -> Tensor:
-    """(n, d) -> (n, d) with singular values linspace(1, 1/kappa, r), scaled to keep ||E||_F.
+SpectrumKind = Literal["linspace", "geometric"]
+SPECTRA = ("linspace", "geometric")
+
+
+def singular_value_profile(rank: int, condition_number: float, spectrum: SpectrumKind = "linspace",
+                           dtype: torch.dtype = torch.float64, device=None) -> Tensor:
+    """(rank,) decreasing singular values from 1 to 1/kappa, ratio exactly kappa.
+
+    linspace: 1 - (1 - 1/kappa) t at t = 0 .. 1 (SPEC S0's conditioned sets): most directions
+    keep a weight near the top, so rho(V) falls little even at kappa = 1000 (0.50 -> 0.37 at
+    d = 32, F = 512). geometric: kappa^(-t), equal ratios between neighbours: most directions
+    are small, the set is nearly low-rank and rho(V) falls far further (0.05 there; issue 23).
+    """
+    if condition_number < 1:
+        raise ValueError(f"condition number must be >= 1, got {condition_number}")
+    if spectrum == "linspace":
+        return torch.linspace(1.0, 1.0 / condition_number, rank, dtype=dtype, device=device)
+    if spectrum == "geometric":
+        return torch.logspace(0.0, -math.log10(condition_number), rank, dtype=dtype, device=device)
+    raise ValueError(f"unknown spectrum '{spectrum}' (use one of {SPECTRA})")
+
+
+def set_condition_number(embeddings: Tensor, condition_number: float, spectrum: SpectrumKind = "linspace") -> Tensor:
+    """(n, d) -> (n, d) with singular values singular_value_profile(r, kappa, spectrum) (linspace
+    (1, 1/kappa, r) by default), scaled to keep ||E||_F.
 
     The singular vectors of the input are kept (E = U S W^T -> U S' W^T), so a spherical input
     gives a set whose directions are random but whose spread is exactly kappa.
@@ -123,23 +148,22 @@ def set_condition_number(embeddings: Tensor, condition_number: float) -> Tensor:
         raise ValueError(f"condition number must be >= 1, got {condition_number}")
     left, singular_values, right_t = torch.linalg.svd(embeddings, full_matrices=False)
     rank = singular_values.shape[0]
-    profile = torch.linspace(
-        1.0, 1.0 / condition_number, rank, dtype=embeddings.dtype, device=embeddings.device
-    )
+    profile = singular_value_profile(rank, condition_number, spectrum, embeddings.dtype, embeddings.device)
     profile = profile * (singular_values.norm() / profile.norm())
     return (left * profile) @ right_t
 
 
 def conditioned_embeddings(
-    n: int, d: int, condition_number: float, generator: torch.Generator
+    n: int, d: int, condition_number: float, generator: torch.Generator, spectrum: SpectrumKind = "linspace"
 ) -> Tensor:
     """(n, d) float64 anisotropic embeddings with condition number exactly `condition_number`.
 
     SPEC S0: start from a spherical set E (so ||E||_F^2 = n, mean squared row norm 1), take
-    E = U S W^T, replace S by linspace(1, 1/kappa, r) rescaled to keep the Frobenius norm, and
-    rebuild. Rows are NOT unit-norm afterwards (that is the point: values differ in scale too).
+    E = U S W^T, replace S by linspace(1, 1/kappa, r) (or the geometric profile,
+    singular_value_profile) rescaled to keep the Frobenius norm, and rebuild. Rows are NOT
+    unit-norm afterwards (that is the point: values differ in scale too).
     """
-    return set_condition_number(spherical_embeddings(n, d, generator), condition_number)
+    return set_condition_number(spherical_embeddings(n, d, generator), condition_number, spectrum)
 
 
 def random_fact_map(
@@ -159,12 +183,12 @@ def random_fact_map(
 
 
 def _embeddings_with_condition_number(
-    n: int, d: int, condition_number: float, generator: torch.Generator
+    n: int, d: int, condition_number: float, generator: torch.Generator, spectrum: SpectrumKind = "linspace"
 ) -> Tensor:
     """Spherical rows for kappa = 1 (the SPEC default), conditioned rows otherwise."""
     if condition_number == 1.0:
         return spherical_embeddings(n, d, generator)
-    return conditioned_embeddings(n, d, condition_number, generator)
+    return conditioned_embeddings(n, d, condition_number, generator, spectrum)
 
 
 def make_fact_set(
@@ -174,20 +198,24 @@ def make_fact_set(
     value_condition_number: float = 1.0,
     key_condition_number: float = 1.0,
     fact_map: FactMapKind = "permutation",
+    value_spectrum: SpectrumKind = "linspace",
 ) -> FactSet:
     """A synthetic fact set of F = n_facts keys and values in R^dim.
 
     Keys are always on the unit sphere: anisotropic keys (key_condition_number > 1) are drawn
     conditioned and then renormalised row by row, which keeps their directions anisotropic.
-    Values are spherical for kappa = 1 and conditioned (not renormalised) otherwise.
+    Values are spherical for kappa = 1 and conditioned (not renormalised) otherwise, their
+    singular values following `value_spectrum` (singular_value_profile).
     Draw order (keys, values, map) is fixed so a seed gives the same set everywhere.
     """
     keys = normalize_rows(
         _embeddings_with_condition_number(n_facts, dim, key_condition_number, generator)
     )
-    values = _embeddings_with_condition_number(n_facts, dim, value_condition_number, generator)
+    values = _embeddings_with_condition_number(n_facts, dim, value_condition_number, generator, value_spectrum)
     mapping = random_fact_map(n_facts, generator, fact_map)
     name = f"synthetic-F{n_facts}-d{dim}-kv{value_condition_number:g}-kk{key_condition_number:g}"
+    if value_spectrum != "linspace":
+        name += f"-{value_spectrum}"
     return FactSet(keys, values, mapping, name)
 
 

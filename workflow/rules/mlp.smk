@@ -178,8 +178,11 @@ MLP_FIGURE_INPUTS = {
     "bits_per_parameter": {"results": rules.mlp_summary.output.results},
     "anisotropy": {"results": rules.mlp_summary.output.results},
     "whitening": {"results": rules.mlp_summary.output.results},
+    "seed_regime": {"results": rules.mlp_summary.output.results},  # the d = 128 sweeps (ntk_regime, robust_regime)
 }
-MLP_FIGURE_PARAMS = MLP_SUMMARY_PARAMS | {key: MLP[key] for key in ("capacity", "anisotropy", "whitening")}
+MLP_FIGURE_PARAMS = MLP_SUMMARY_PARAMS | {
+    key: MLP[key] for key in ("capacity", "anisotropy", "whitening", "ntk_regime", "robust_regime")
+}
 FIGURES += figure_files("mlp", MLP_FIGURE_INPUTS)
 
 

@@ -118,13 +118,16 @@ def ustar_and_rho(facts: FactSet) -> tuple[Tensor, float]:
 # ---------------------------------------------------------------------------------------------
 
 
-def synthetic_fact_set(seed: int, dim: int, n_facts: int, kappa: float, replicate: int) -> FactSet:
-    """Spherical keys; spherical (kappa = 1) or conditioned values; a random permutation map.
+def synthetic_fact_set(seed: int, dim: int, n_facts: int, kappa: float, replicate: int,
+                       spectrum: str = "linspace") -> FactSet:
+    """Spherical keys; spherical (kappa = 1) or conditioned values (singular values of the family
+    `spectrum`, facts.singular_value_profile); a random permutation map.
 
-    The same (seed, d, F, kappa, replicate) gives the same set in every job and experiment.
+    The same (seed, d, F, kappa, replicate) gives the same set in every job and experiment; the
+    two spectra share the random draws (the same keys, map and singular vectors: a paired comparison).
     """
     return make_fact_set(n_facts, dim, derived_generator(seed, "mlp-facts", dim, n_facts, float(kappa), replicate),
-                         value_condition_number=float(kappa))
+                         value_condition_number=float(kappa), value_spectrum=spectrum)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,17 +189,18 @@ def anisotropy(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
     """Every method's smallest W at one value condition number kappa, with rho(V) of each set.
 
     params: kappa, seed, ntk_degrees, search, gd, anisotropy section (d, n_facts, ntk_facts, seeds,
-    target, methods). Every method runs at every F of n_facts (two or more: robustness is a claim
-    about scaling); the one-pass ('unit_prefix', NTK) methods also at every F of ntk_facts (cheap),
-    which measures the U* gain where the plain NTK still stores, and once per NTK degree. U* and
-    rho are solved once per value set and shared by the U* methods.
+    target, methods, spectrum: the family of the values' singular values). Every method runs at
+    every F of n_facts (two or more: robustness is a claim about scaling); the one-pass
+    ('unit_prefix', NTK) methods also at every F of ntk_facts (cheap), which measures the U* gain
+    where the plain NTK still stores, and once per NTK degree. U* and rho are solved once per
+    value set and shared by the U* methods.
     """
     section, kappa = params["anisotropy"], float(params["kappa"])
     sizes = sorted(set(section["ntk_facts"]) | set(section["n_facts"]))
     rows = []
     for replicate in range(section["seeds"]):
         for n_facts in sizes:
-            facts = synthetic_fact_set(params["seed"], section["d"], n_facts, kappa, replicate)
+            facts = synthetic_fact_set(params["seed"], section["d"], n_facts, kappa, replicate, section["spectrum"])
             ustar, rho = ustar_and_rho(facts)
             for method in section["methods"]:
                 if n_facts not in section["n_facts"] and METHODS[method].search != "unit_prefix":
@@ -219,11 +223,11 @@ def robust_regime(params: dict, inputs: dict[str, Path], context) -> dict[str, o
     check could hardly fail; at d = 128 the cap sits far above. Closed-form constructions only.
 
     params: as `anisotropy`, with a robust_regime section (d, n_facts, kappas, seeds, target,
-    methods) in place of the anisotropy section and kappa. Returns {"table": rows with experiment
-    'robust_regime', every kappa}.
+    methods, spectrum) in place of the anisotropy section and kappa. Returns {"table": rows with
+    experiment 'robust_regime', every kappa}.
     """
     section = params["robust_regime"]
-    sweep = {key: section[key] for key in ("d", "n_facts", "seeds", "target", "methods")} | {"ntk_facts": []}
+    sweep = {key: section[key] for key in ("d", "n_facts", "seeds", "target", "methods", "spectrum")} | {"ntk_facts": []}
     tables = [anisotropy(params | {"kappa": float(kappa), "anisotropy": sweep}, inputs, context)["table"]
               for kappa in section["kappas"]]
     return {"table": pd.concat(tables, ignore_index=True).assign(experiment="robust_regime")}

@@ -1,6 +1,6 @@
 """Figures of the fact-storing MLP study (SPEC S0): capacity scaling, bits per parameter,
-anisotropy and whitening: `name(tables, params) -> Figure`, listed in FIGURES; tables: results
-(and fits) of `mlp_summary.summary`."""
+anisotropy, whitening and the two sweeps at the seed's d = 128 (seed_regime): `name(tables,
+params) -> Figure`, listed in FIGURES; tables: results (and fits) of `mlp_summary.summary`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from factstore.mlp.methods import METHODS
-from factstore.mlp.results import best_degree_rows
+from factstore.mlp.encoder_decoder import gated_parameter_count
+from factstore.mlp.results import best_degree_rows, seed_means
 from factstore.mlp.scaling import fitted_params, information_bound, random_map_bits
 from factstore.plots import style
 
@@ -200,7 +201,8 @@ def anisotropy(tables: dict[str, pd.DataFrame], params: dict):
         ax.set_xscale("log")
         ax.set_xlabel("value condition number $\\kappa$")
     style.shared_legend(fig, axes)
-    style.caption(fig, f"spherical keys; values with singular values linspace(1, 1/kappa), d = {section['d']}; mean over "
+    profile = {"linspace": "linspace(1, 1/kappa)", "geometric": "kappa^(-t), t in [0, 1] (geometric)"}[section["spectrum"]]
+    style.caption(fig, f"spherical keys; values with singular values {profile}, d = {section['d']}; mean over "
                        f"{section['seeds']} seeds (bars: min-max); NTK and NTK + U*: the best of Hermite degrees "
                        f"{_degrees(params)} per setting")
     return fig
@@ -254,9 +256,89 @@ def whitening(tables: dict[str, pd.DataFrame], params: dict):
     return fig
 
 
+def seed_regime(tables: dict[str, pd.DataFrame], params: dict):
+    """The two sweeps at the seed's d = 128, three panels: (a) the NTK's smallest parameter count W
+    against F (every target, degree of ntk_regime.ntk_degrees) with the counting bound log2(F!) / b
+    and the F log2 F / b line; (b) the fraction of seeds the NTK stores within its width cap per F
+    (S0.ntk-stores) and its best accuracy there; (c) the encoder-decoder's cost ratio
+    W(kappa) / W(kappa = 1) against kappa per F (S0.others-robust), with the 2x of 'keeps its
+    scaling' and the ceiling its code size m <= d allows, W(m = d) / W(kappa = 1)."""
+    results = tables["results"]
+    regime = results[results.experiment == "ntk_regime"]
+    robust = results[results.experiment == "robust_regime"]
+    fig, axes = style.figure(ncols=3, width=4.3, height=3.5)
+    count_ax, fraction_ax, robust_ax = axes[0]
+    colours = _colours()
+    targets = sorted(regime.target.unique())
+    target_styles = dict(zip(targets, ["-.", "-", ":"]))
+    bits = params["bits_per_parameter_assumed"]
+    for (method, degree, target), rows in regime.groupby(["method", "degree", "target"]):
+        groups = _per_group(rows, "F")
+        stored = groups[groups.stored]
+        errors = [(stored["mean"] - stored["low"]).clip(lower=0), (stored["high"] - stored["mean"]).clip(lower=0)]
+        label = f"{_label(method)}, degree {int(degree)}, {_target_label(target)}"
+        count_ax.errorbar(stored.F, stored["mean"], yerr=errors, marker=MARKERS.get(method, "o"), ms=4, capsize=2,
+                          color=colours[method], linestyle=target_styles[target], label=label)
+        failed = groups[~groups.stored & groups.cap.notna()]
+        count_ax.plot(failed.F, failed.cap, linestyle="none", marker=6, ms=9, color=colours[method], markerfacecolor="none")
+        per_f = rows.groupby("F").agg(stored=("stored", "mean"), best=("best_accuracy", "mean"))
+        fraction_ax.plot(per_f.index, per_f.stored, color=colours[method], linestyle=target_styles[target],
+                         marker=MARKERS.get(method, "o"), ms=4)
+        if target == max(targets):
+            fraction_ax.plot(per_f.index, per_f.best, color=colours[method], linestyle="none", marker="x", ms=6)
+    if len(regime):
+        grid = np.geomspace(regime.F.min(), regime.F.max(), 60)
+        count_ax.plot(grid, random_map_bits(grid) / bits, **style.REFERENCE_STYLE,
+                      label=f"$F\\log_2 F / {bits:g}$: {bits:g} bits per parameter (random map)")
+        count_ax.plot(grid, information_bound(grid, bits), **style.THEORY_STYLE,
+                      label=f"counting bound $\\log_2(F!) / {bits:g}$ ($\\leq$ {bits:g} bits per parameter)")
+    count_ax.plot([], [], linestyle="none", marker=6, ms=9, color="0.3", markerfacecolor="none",
+                  label="not stored within the width cap (W above)")
+    count_ax.set_yscale("log")
+    count_ax.set_ylabel("smallest parameter count $W$")
+    count_ax.set_title(f"(a) NTK, d = {params['ntk_regime']['d']}")
+    fraction_ax.plot([], [], color="0.3", linestyle="none", marker="x", ms=6, label="NTK best accuracy within the width cap")
+    style.theory_hline(fraction_ax, 1.0, "every seed stored (S0.ntk-stores)")
+    fraction_ax.set_ylim(-0.05, 1.05)
+    fraction_ax.set_ylabel("fraction stored; x: best accuracy")
+    fraction_ax.set_title(f"(b) NTK, $\\leq$ {params['search']['ntk_max_width']} units")
+    for ax in (count_ax, fraction_ax):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("number of facts $F$")
+
+    means = seed_means(robust, ["method", "F", "kappa"]) if len(robust) else robust
+    greys = dict(zip(sorted(robust.F.unique()), ["0.6", "0.1", "0.35", "0.8"] * 3))
+    for (method, n_facts), rows in means.groupby(["method", "F"]) if len(means) else []:
+        by = rows.set_index("kappa").n_params
+        ratio = by / by.get(1.0, np.nan)
+        robust_ax.plot(ratio.index, ratio.values, color=greys[n_facts], marker=MARKERS.get(method, "o"), ms=4,
+                       label=f"{_label(method)}, F = {n_facts}")
+        if method == "ed_gated" and np.isfinite(by.get(1.0, np.nan)):
+            d = int(robust.d.iloc[0])
+            ceiling = gated_parameter_count(int(n_facts), d, d, d) / by.get(1.0)
+            robust_ax.axhline(ceiling, color=greys[n_facts], linestyle=(0, (1, 3)), linewidth=1.0)
+    robust_ax.plot([], [], color="0.4", linestyle=(0, (1, 3)), label="ceiling $W(m = d) / W(\\kappa = 1)$ (code size $m \\leq d$)")
+    style.theory_hline(robust_ax, 2.0, "2x: keeps its scaling (S0.others-robust)")
+    robust_ax.set_xscale("log")
+    robust_ax.set_yscale("log", base=2)
+    robust_ax.set_xlabel("value condition number $\\kappa$")
+    robust_ax.set_ylabel("$W(\\kappa) / W(\\kappa = 1)$")
+    robust_ax.set_title(f"(c) encoder-decoder, d = {params['robust_regime']['d']}")
+    style.shared_legend(fig, axes)
+    regime_section, robust_section = params["ntk_regime"], params["robust_regime"]
+    style.caption(fig, f"(a, b) spherical keys and values, d = {regime_section['d']}, random permutation map, mean over "
+                       f"{regime_section['seeds']} seeds (bars: min-max); the NTK's one-pass unit-prefix search at Hermite "
+                       f"degree {', '.join(str(k) for k in regime_section['ntk_degrees'])}; the bound lines assume {bits:g} "
+                       f"bits per parameter\n(c) values with condition number kappa, d = {robust_section['d']}, "
+                       f"{100 * robust_section['target']:g}% stored, mean over {robust_section['seeds']} seeds; closed-form "
+                       f"constructions (no training)")
+    return fig
+
+
 FIGURES = {
     "capacity_scaling": capacity_scaling,
     "bits_per_parameter": bits_per_parameter,
     "anisotropy": anisotropy,
     "whitening": whitening,
+    "seed_regime": seed_regime,
 }
