@@ -313,8 +313,11 @@ def test_fc_repair_flips_through_the_layers_to_reach_the_label():
 
 @pytest.mark.parametrize("layers", [2, 3])
 def test_fc_solver_recovers_a_planted_machine_above_a_perceptrons_capacity(layers):
-    """Labels of a random teacher of the same architecture at P = 2.5 W (a perceptron on the N inputs
-    stores 2 N): least action + LP polish embeds most instances, the LP separates few."""
+    """Labels of a random teacher of the same architecture at P = 2.5 W, above a perceptron's 2 per
+    weight: least action + LP polish embeds at least PLANTED_FC_MIN of 6 and at least as many as a
+    perceptron on the N inputs separates. A weak test (the minima were read off the first run:
+    3 / 6 at two layers, 5 / 6 at three, equal to the LP's count; docs/methods/committee.md): a
+    random teacher of this kind is often close to a linear rule, and the solver is short at 2-3 layers."""
     n, batch = 30, 6
     machine = Architecture("fc", n_inputs=n, hidden=3, layers=layers)
     generator = torch.Generator().manual_seed(5)
@@ -326,10 +329,10 @@ def test_fc_solver_recovers_a_planted_machine_above_a_perceptrons_capacity(layer
     online, final = fc_least_action.train_fc_least_action(machine, weights, x, y, mask, epochs=100, choice_noise=0.5, generator=generator)
     embedded, _ = fc_least_action.polish_fc(final, x, y, mask, online.embedded, rounds=3)
     separable = sum(separability.linearly_separable(x[b].numpy(), y[b].numpy()) for b in range(batch))
-    assert int(embedded.sum()) >= PLANTED_FC_MIN[layers] and int(embedded.sum()) > separable - 1
+    assert int(embedded.sum()) >= PLANTED_FC_MIN[layers] and int(embedded.sum()) >= separable
 
 
-PLANTED_FC_MIN = {2: 3, 3: 5}
+PLANTED_FC_MIN = {2: 3, 3: 5}  # read off the first run (flagged above)
 
 
 def test_fc_polish_never_lowers_the_fraction_embedded_and_its_solutions_are_proofs():
