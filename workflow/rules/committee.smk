@@ -9,7 +9,7 @@ COMMITTEE = config["committee"]
 COMMITTEE_SHARED = {key: COMMITTEE[key] for key in ("seed", "instances", "backprop", "least_action")}
 
 
-# {run name: the embedding step's params}: tree_k<K>_<solver>, depth_tree, fc_l<layers>.
+# {run name: the embedding step's params}: tree_k<K>_<solver>, depth_tree, fc_l<layers>_<solver>.
 COMMITTEE_TREE, COMMITTEE_DEPTH = COMMITTEE["tree"], COMMITTEE["depth"]
 COMMITTEE_RUNS = {
     f"tree_{key}_{solver}": COMMITTEE_SHARED | {
@@ -27,12 +27,15 @@ COMMITTEE_RUNS["depth_tree"] = COMMITTEE_SHARED | {
 }
 # (instance_key: the reference learns the depth tree's patterns and labels.)
 COMMITTEE_RUNS["depth_reference"] = COMMITTEE_RUNS["depth_tree"] | {"architecture": {"kind": "tree", "hidden": 3}, "instance_key": "depth_tree"}
+# Fully connected: fc_l<layers>_<solver> (least action: multilayer least action + one LP per unit).
 COMMITTEE_RUNS |= {
-    f"fc_l{layers}": COMMITTEE_SHARED | {
+    f"fc_l{layers}_{solver}": COMMITTEE_SHARED | {
         "architecture": {"kind": "fc", "hidden": COMMITTEE_DEPTH["fc"]["hidden"], "layers": layers},
-        "solver": "backprop", "n": [COMMITTEE_DEPTH["fc"]["n"]], "alphas": COMMITTEE_DEPTH["fc"]["alphas"],
+        "solver": solver, "n": [COMMITTEE_DEPTH["fc"]["n"]], "alphas": COMMITTEE_DEPTH["fc"]["alphas"],
+        "least_action": COMMITTEE["least_action"] | {"epochs": COMMITTEE_DEPTH["fc_least_action_epochs"]},
     }
     for layers in COMMITTEE_DEPTH["fc"]["layers"]
+    for solver in COMMITTEE_DEPTH["fc_solvers"]
 }
 # K = 3 back-propagation with other epoch budgets on the instances of tree_k3_backprop at one N.
 COMMITTEE_SWEEP = COMMITTEE_TREE["epoch_sweep"]
@@ -94,7 +97,7 @@ COMMITTEE_EMBEDDINGS = {f"embedding_{run}": rules.committee_embedding.output.tab
 COMMITTEE_SUMMARY_PARAMS = {
     "solvers": COMMITTEE_TREE["solvers"],
     "depth": {"tree_run": "depth_tree", "reference_run": "depth_reference"},
-    "fc_runs": [f"fc_l{layers}" for layers in COMMITTEE["depth"]["fc"]["layers"]],
+    "fc_runs": [f"fc_l{layers}_{solver}" for layers in COMMITTEE_DEPTH["fc"]["layers"] for solver in COMMITTEE_DEPTH["fc_solvers"]],
     "epoch_sweep": {
         "n": COMMITTEE_SWEEP["n"],
         "runs": [["tree_k3_backprop", COMMITTEE["backprop"]["epochs"]]]

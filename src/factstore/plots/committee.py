@@ -100,9 +100,9 @@ def depth(tables: dict[str, pd.DataFrame], params: dict):
     colours = style.palette(["tree", "fully connected"])
     if len(tree):
         ax.plot(tree.hidden_layers, tree.cpw, "o-", color=colours["tree"], label=f"tree, N = {largest_n}, {', '.join(tree.solver.unique())} ({', '.join(tree.architecture)})")
-    if len(fc):
-        ax.plot(fc.hidden_layers, fc.cpw, "s--", color=colours["fully connected"],
-                label=f"fully connected, N = {fc.n.iloc[0]}, H = {fc.hidden.iloc[0]}")
+    for (solver, group), marker in zip(fc.groupby("solver"), ("s--", "^:")):
+        ax.plot(group.hidden_layers, group.cpw, marker, color=colours["fully connected"],
+                label=f"fully connected, N = {group.n.iloc[0]}, H = {group.hidden.iloc[0]}, {solver}")
     ax.plot([1, 2], [PAPER_CPW[3], 2.99], "*", ms=11, color="0.4", label="paper: 2.96 (K = 3), 2.99 (two layers)")
     style.theory_hline(ax, ONE_STEP_RSB, "one-step RSB ~ 3", reference=True)
     ax.set_xticks([1, 2, 3])
