@@ -282,7 +282,7 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
         "seed": 0, "n_classes": 10, "context": "shared", "assumption_subsets": 20,
         "training": {"learning_rate": 0.05, "max_steps": 60, "warmup_steps": 5, "target_accuracy": 1.0, "patience": None},
         "search": {"start": 4, "growth": 2.0, "probes_per_round": 2, "relative_resolution": 0.3, "max_size": 128},
-        "budget_check": {"steps_factor": 2, "learning_rates": [0.05, 0.02]},
+        "budget_check": {"steps_factor": 2, "learning_rates": [0.05, 0.02], "steps_above": 1},
     }
     inputs = {}
     for heads in (1, 2):
@@ -297,8 +297,10 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
     assert (probes["budget"] == "search").sum() == row["n_probes"]
     assert set(probes["budget"]) == {"search", "x2 lr 0.05", "x2 lr 0.02"}
     retrained = probes[probes["budget"] != "search"]
-    assert set(retrained["size"]) == {row["capacity"], row["smallest_failure"], row["smallest_failure"] + row["budget_grid_step"]}
-    assert (retrained["steps_run"] <= 2 * 60).all() and row["budget_capacity"] >= row["capacity"]
+    checked = {row["capacity_search"], row["smallest_failure_search"], row["smallest_failure_search"] + row["budget_grid_step"]}
+    assert checked <= set(retrained["size"]) and len(retrained) == 2 * len(checked) + row["escalation_models"]
+    assert (retrained["steps_run"] <= 2 * 60).all() and row["budget_capacity"] >= row["capacity_search"]
+    assert row["capacity"] == (row["capacity_search"] if not row["budget_limited"] else row["capacity"])
 
     summary = {kind: str(tmp_path / f"{kind}.csv") for kind in ("capacity", "probes", "metrics")}
     run_step("attention.summary", {}, inputs, summary)
@@ -322,12 +324,14 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
 
     base = {"d": 8, "heads": 2, "d_head": 4, "d_value": 4, "n_context": 4, "n_classes": 100, "memorised_examples": 50.0,
             "n_params": 1000, "bits_per_parameter": 0.5, "theory_scale": 8, "context_full_rank": 1.0,
-            "kruskal_subsets_full_rank": 1.0, "budget_rise_steps": 0.5, "budget_capacity": 60}
+            "kruskal_subsets_full_rank": 1.0, "budget_rise_steps": 0.5, "budget_capacity": 60, "budget_limited": False,
+            "budget_steps": 100, "budget_learning_rate": 0.05, "budget_unconverged": 0.0}
     inputs = {}
     for context in CONTEXT_KINDS:
         for sweep, values in (("heads", (1, 2, 4)), ("n_context", (2, 4, 8)), ("d_head", (1, 2, 4, 8))):
             for value in values:
-                row = base | {sweep: value, "context": context, "capacity": 10 * value + len(context)}
+                row = base | {sweep: value, "context": context, "capacity": 10 * value + len(context),
+                              "capacity_search": 10 * value + len(context)}
                 for kind, table in (("capacity", [row]), ("probes", [{"context": context, "size": 1}])):
                     path = tmp_path / f"{kind}_{sweep}_{context}_{value}.csv"
                     pd.DataFrame(table).to_csv(path, index=False)
@@ -339,7 +343,7 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
     source = inspect.getsource(factstore.experiments.attention)
     literals = set(re.findall(r'"([a-z0-9_{}]+)"', source))
     templates = [re.compile(re.escape(t).replace(r"\{value\}", "[0-9]+") + "$") for t in literals if "{value}" in t]
-    assert len(names) == 2 * 10 + 2 * (9 + 3 + 4) + 3  # per layer, fits per sweep and context kind, overall
+    assert len(names) == 2 * 10 + 2 * (10 + 4 + 5) + 3  # per layer, fits per sweep and context kind, overall
     for name in names:
         assert name in literals or any(t.match(name) for t in templates), name
     assert {"heads_linear_r2", "heads_loglog_exponent", "context_spearman_per_example", "head_dim_slope_below_n",
@@ -349,10 +353,12 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
 # ------------------------------------------------------------------ the S4 claims' summary metrics
 # Hand-made capacities run through the summary step and the registry's checks: each check can fail.
 
-def _summary_metrics(tmp_path, sweep: str, capacity_of, rise_of=lambda value: 0.0) -> dict[str, float]:
+def _summary_metrics(tmp_path, sweep: str, capacity_of, rise_of=lambda value: 0.0,
+                     unconverged_of=lambda value: 0.0) -> dict[str, float]:
     """attention.summary on a shared-context sweep whose capacity at each swept value is
-    capacity_of(value) and whose budget check raised it by rise_of(value) grid steps; returns its
-    metrics table as {name: value}."""
+    capacity_of(value), whose budget check raised it by rise_of(value) grid steps (above 1: read
+    at the larger budget), and whose capacity there is unconverged_of(value) (1: may still be a
+    budget limit); returns its metrics table as {name: value}."""
     import pandas as pd
 
     from factstore.__main__ import run_step
@@ -364,8 +370,11 @@ def _summary_metrics(tmp_path, sweep: str, capacity_of, rise_of=lambda value: 0.
     inputs = {}
     for value in values:
         capacity = capacity_of(value)
+        limited = rise_of(value) > 1
         row = base | {sweep: value, "context": "shared", "capacity": capacity, "memorised_examples": capacity,
-                      "budget_rise_steps": rise_of(value), "budget_capacity": capacity}
+                      "budget_rise_steps": rise_of(value), "budget_capacity": capacity, "budget_limited": limited,
+                      "capacity_search": capacity - 10 if limited else capacity, "budget_steps": 4000 if limited else 1000,
+                      "budget_learning_rate": 0.05, "budget_unconverged": unconverged_of(value)}
         for kind, table in (("capacity", [row]), ("probes", [{"context": "shared", "size": 1}])):
             path = tmp_path / f"{kind}_{sweep}_{value}.csv"
             pd.DataFrame(table).to_csv(path, index=False)
