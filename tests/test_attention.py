@@ -20,6 +20,7 @@ from factstore.attention.capacity import (
     FitResult,
     TrainSettings,
     attention_capacity,
+    best_budget_runs,
     budget_check_sizes,
     budget_rise,
     fit_sizes,
@@ -217,6 +218,68 @@ def test_budget_check_probes_the_bracket_and_one_grid_step_above(capacity, width
     assert budget_rise(capacity, step, [_fit(failure, False), _fit(failure + step, True)]) > 1
 
 
+def test_budget_check_retrains_steps_above_the_failure():
+    assert budget_check_sizes(LargestSearch(95, 100), 0.1, max_size=10**6, steps_above=3) == [95, 100, 110, 120, 130]
+    assert budget_check_sizes(LargestSearch(95, 100), 0.1, max_size=115, steps_above=3) == [95, 100, 110, 115]
+
+
+def test_the_better_budget_is_the_one_that_fitted_the_largest_size():
+    runs = {"x4 lr 0.05": [_fit(10, True), _fit(12, False)], "x4 lr 0.01": [_fit(10, True), _fit(12, True)]}
+    assert best_budget_runs(runs) == "x4 lr 0.01"
+    assert best_budget_runs({"a": [_fit(12, True)], "b": [_fit(12, True)]}) == "a"  # a tie: the first listed
+    assert best_budget_runs({"a": [_fit(12, False)]}) is None
+
+
+def test_a_model_still_gaining_in_the_last_half_of_its_steps_is_unconverged():
+    late = FitResult(size=20, best_accuracy=0.95, final_accuracy=0.95, fitted_at_step=None, steps_run=100,
+                     n_params=1, last_gain_step=70)
+    early = FitResult(size=20, best_accuracy=0.95, final_accuracy=0.95, fitted_at_step=None, steps_run=100,
+                      n_params=1, last_gain_step=30)
+    assert late.still_gaining(0.5) and not early.still_gaining(0.5) and early.still_gaining(0.8)
+    assert not _fit(20, True).still_gaining(1.0)  # a fitted model has nothing left to gain
+
+
+def test_search_continues_from_known_probes_without_repeating_them():
+    probed = []
+
+    def stub(sizes):
+        probed.extend(sizes)
+        return [1.0 if size <= 37 else 0.5 for size in sizes]
+
+    search = search_largest(stub, start=1, probes_per_round=2, relative_resolution=0.05, known=[(30, 1.0), (33, 1.0)])
+    assert search.capacity == 37 and search.smallest_failure == 38
+    assert not {30, 33} & set(probed) and min(probed) > 33  # it went up from the known fits
+    bracketed = search_largest(stub, start=1, probes_per_round=2, relative_resolution=0.1, known=[(36, 1.0), (39, 0.5)])
+    assert bracketed.capacity == 36 and len(bracketed.probes) == 2  # already within the resolution: nothing trained
+
+
+def test_a_budget_limited_capacity_is_read_at_the_larger_budget(tmp_path):
+    """A tiny case where 10 steps fit 1 example and 8x the steps fit more: the row's capacity is
+    the search continued at the larger budget (from the check's fits, at its better learning rate),
+    bracketed to the search's resolution, with the 1x capacity beside it."""
+    from factstore.__main__ import run_step
+    from factstore.io import read_table
+
+    params = {
+        "seed": 0, "n_classes": 10, "context": "shared", "assumption_subsets": 20,
+        "training": {"learning_rate": 0.05, "max_steps": 10, "warmup_steps": 2, "target_accuracy": 1.0, "patience": None},
+        "search": {"start": 4, "growth": 2.0, "probes_per_round": 2, "relative_resolution": 0.2, "max_size": 256},
+        "budget_check": {"steps_factor": 8, "learning_rates": [0.05, 0.2], "steps_above": 2},
+        "layer": {"d": 6, "heads": 2, "d_head": 3, "d_value": 3, "n_context": 3},
+    }
+    outputs = {kind: str(tmp_path / f"{kind}.csv") for kind in ("capacity", "probes")}
+    run_step("attention.capacity", params, {}, outputs)
+    row, probes = read_table(outputs["capacity"]).iloc[0], read_table(outputs["probes"])
+    assert row["budget_rise_steps"] > 1 and row["budget_limited"]
+    assert row["capacity"] > row["budget_capacity"] >= row["capacity_search"] + 2 * row["budget_grid_step"]
+    assert row["budget_steps"] == 80 and row["budget_learning_rate"] in (0.05, 0.2)
+    larger = probes[probes["budget"] == f"x8 lr {row['budget_learning_rate']:g}"]
+    assert row["capacity"] == larger.loc[larger["fitted"], "size"].max() and (larger["steps_run"] <= 80).all()
+    assert row["escalation_models"] == len(larger) - 4  # the check's 4 sizes, then the continued search
+    assert row["smallest_failure"] - row["capacity"] <= max(1, 0.2 * row["capacity"])
+    assert row["budget_unconverged"] in (0.0, 1.0)
+
+
 def test_budget_check_edge_cases():
     assert budget_check_sizes(LargestSearch(100, None), 0.1, max_size=100) == []
     assert budget_check_sizes(LargestSearch(95, 100), 0.1, max_size=105) == [95, 100, 105]
@@ -282,7 +345,7 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
         "seed": 0, "n_classes": 10, "context": "shared", "assumption_subsets": 20,
         "training": {"learning_rate": 0.05, "max_steps": 60, "warmup_steps": 5, "target_accuracy": 1.0, "patience": None},
         "search": {"start": 4, "growth": 2.0, "probes_per_round": 2, "relative_resolution": 0.3, "max_size": 128},
-        "budget_check": {"steps_factor": 2, "learning_rates": [0.05, 0.02]},
+        "budget_check": {"steps_factor": 2, "learning_rates": [0.05, 0.02], "steps_above": 1},
     }
     inputs = {}
     for heads in (1, 2):
@@ -297,8 +360,10 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
     assert (probes["budget"] == "search").sum() == row["n_probes"]
     assert set(probes["budget"]) == {"search", "x2 lr 0.05", "x2 lr 0.02"}
     retrained = probes[probes["budget"] != "search"]
-    assert set(retrained["size"]) == {row["capacity"], row["smallest_failure"], row["smallest_failure"] + row["budget_grid_step"]}
-    assert (retrained["steps_run"] <= 2 * 60).all() and row["budget_capacity"] >= row["capacity"]
+    checked = {row["capacity_search"], row["smallest_failure_search"], row["smallest_failure_search"] + row["budget_grid_step"]}
+    assert checked <= set(retrained["size"]) and len(retrained) == 2 * len(checked) + row["escalation_models"]
+    assert (retrained["steps_run"] <= 2 * 60).all() and row["budget_capacity"] >= row["capacity_search"]
+    assert row["capacity"] == (row["capacity_search"] if not row["budget_limited"] else row["capacity"])
 
     summary = {kind: str(tmp_path / f"{kind}.csv") for kind in ("capacity", "probes", "metrics")}
     run_step("attention.summary", {}, inputs, summary)
@@ -322,12 +387,14 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
 
     base = {"d": 8, "heads": 2, "d_head": 4, "d_value": 4, "n_context": 4, "n_classes": 100, "memorised_examples": 50.0,
             "n_params": 1000, "bits_per_parameter": 0.5, "theory_scale": 8, "context_full_rank": 1.0,
-            "kruskal_subsets_full_rank": 1.0, "budget_rise_steps": 0.5, "budget_capacity": 60}
+            "kruskal_subsets_full_rank": 1.0, "budget_rise_steps": 0.5, "budget_capacity": 60, "budget_limited": False,
+            "budget_steps": 100, "budget_learning_rate": 0.05, "budget_unconverged": 0.0}
     inputs = {}
     for context in CONTEXT_KINDS:
         for sweep, values in (("heads", (1, 2, 4)), ("n_context", (2, 4, 8)), ("d_head", (1, 2, 4, 8))):
             for value in values:
-                row = base | {sweep: value, "context": context, "capacity": 10 * value + len(context)}
+                row = base | {sweep: value, "context": context, "capacity": 10 * value + len(context),
+                              "capacity_search": 10 * value + len(context)}
                 for kind, table in (("capacity", [row]), ("probes", [{"context": context, "size": 1}])):
                     path = tmp_path / f"{kind}_{sweep}_{context}_{value}.csv"
                     pd.DataFrame(table).to_csv(path, index=False)
@@ -339,7 +406,7 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
     source = inspect.getsource(factstore.experiments.attention)
     literals = set(re.findall(r'"([a-z0-9_{}]+)"', source))
     templates = [re.compile(re.escape(t).replace(r"\{value\}", "[0-9]+") + "$") for t in literals if "{value}" in t]
-    assert len(names) == 2 * 10 + 2 * (9 + 3 + 4) + 3  # per layer, fits per sweep and context kind, overall
+    assert len(names) == 2 * 10 + 2 * (10 + 4 + 5) + 3  # per layer, fits per sweep and context kind, overall
     for name in names:
         assert name in literals or any(t.match(name) for t in templates), name
     assert {"heads_linear_r2", "heads_loglog_exponent", "context_spearman_per_example", "head_dim_slope_below_n",
@@ -349,10 +416,12 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
 # ------------------------------------------------------------------ the S4 claims' summary metrics
 # Hand-made capacities run through the summary step and the registry's checks: each check can fail.
 
-def _summary_metrics(tmp_path, sweep: str, capacity_of, rise_of=lambda value: 0.0) -> dict[str, float]:
+def _summary_metrics(tmp_path, sweep: str, capacity_of, rise_of=lambda value: 0.0,
+                     unconverged_of=lambda value: 0.0) -> dict[str, float]:
     """attention.summary on a shared-context sweep whose capacity at each swept value is
-    capacity_of(value) and whose budget check raised it by rise_of(value) grid steps; returns its
-    metrics table as {name: value}."""
+    capacity_of(value), whose budget check raised it by rise_of(value) grid steps (above 1: read
+    at the larger budget), and whose capacity there is unconverged_of(value) (1: may still be a
+    budget limit); returns its metrics table as {name: value}."""
     import pandas as pd
 
     from factstore.__main__ import run_step
@@ -364,8 +433,11 @@ def _summary_metrics(tmp_path, sweep: str, capacity_of, rise_of=lambda value: 0.
     inputs = {}
     for value in values:
         capacity = capacity_of(value)
+        limited = rise_of(value) > 1
         row = base | {sweep: value, "context": "shared", "capacity": capacity, "memorised_examples": capacity,
-                      "budget_rise_steps": rise_of(value), "budget_capacity": capacity}
+                      "budget_rise_steps": rise_of(value), "budget_capacity": capacity, "budget_limited": limited,
+                      "capacity_search": capacity - 10 if limited else capacity, "budget_steps": 4000 if limited else 1000,
+                      "budget_learning_rate": 0.05, "budget_unconverged": unconverged_of(value)}
         for kind, table in (("capacity", [row]), ("probes", [{"context": "shared", "size": 1}])):
             path = tmp_path / f"{kind}_{sweep}_{value}.csv"
             pd.DataFrame(table).to_csv(path, index=False)
@@ -412,14 +484,40 @@ def test_residuals_tell_a_linear_law_with_an_intercept_from_sqrt_h(tmp_path):
 
 
 @pytest.mark.parametrize("sweep, claim", [("heads", "S4.heads-linear"), ("d_head", "S4.head-dim")])
-def test_a_capacity_the_larger_budget_raises_by_more_than_one_grid_step_makes_the_claim_untestable(tmp_path, sweep, claim):
+def test_a_capacity_still_limited_by_the_larger_budget_makes_the_claim_untestable(tmp_path, sweep, claim):
+    """The gate (issue 24): a budget-limited layer is read at the larger budget; the claim is
+    testable when that capacity has converged there, UNTESTABLE when it may still be a limit."""
     capacity_of = {"heads": lambda h: 40 * h + 3 + (-1) ** h, "d_head": lambda dh: 10 * min(dh, 8)}[sweep]
     within = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 1.0)
     assert claim_verdict(claim, within) == "PASS"
-    budget_limited = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 2.0 if value == 4 else 0.0)
-    name = {"heads": "heads_budget_rise_steps_max", "d_head": "head_dim_budget_rise_steps_max"}[sweep]
-    assert budget_limited[name] == 2.0
-    assert claim_verdict(claim, budget_limited) == "UNTESTABLE"
+    escalated = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 2.0 if value == 4 else 0.0)
+    rise_name, unconverged_name = {"heads": ("heads_budget_rise_steps_max", "heads_budget_unconverged_layers"),
+                                   "d_head": ("head_dim_budget_rise_steps_max", "head_dim_budget_unconverged_layers")}[sweep]
+    assert escalated[rise_name] == 2.0 and escalated[unconverged_name] == 0
+    assert claim_verdict(claim, escalated) == "PASS"  # read at the larger budget, converged there
+    still_limited = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 2.0 if value == 4 else 0.0,
+                                     unconverged_of=lambda value: 1.0 if value == 4 else 0.0)
+    assert still_limited[unconverged_name] == 1
+    assert claim_verdict(claim, still_limited) == "UNTESTABLE"
+
+
+def test_the_budget_metrics_name_the_budget_limited_layers(tmp_path):
+    from factstore.io import read_table
+
+    _summary_metrics(tmp_path, "heads", lambda h: 40 * h, rise_of=lambda value: 2.0 if value == 4 else 0.0)
+    details = read_table(tmp_path / "summary_metrics.csv").set_index("metric")["detail"]
+    assert "heads = 4: 150 -> 160 (4000 steps, lr 0.05)" in details["heads_budget_rise_steps_max"]
+    assert "budget-limited: 150 at the search's budget, 160 at 4000 steps" in details["capacity_heads4_shared"]
+    assert "search budget" in details["capacity_heads2_shared"]
+
+
+def test_heads_fits_leave_out_a_layer_whose_logits_reach_two_classes(tmp_path):
+    """H d_v = 1: the logits are a scalar times a fixed vector (argmax reaches 2 classes), so its
+    capacity says nothing about the layer; the fits use H >= 2 (the capacity stays reported)."""
+    metrics = _summary_metrics(tmp_path, "heads", lambda h: 1 if h == 1 else 40 * h)
+    assert metrics["capacity_heads1_shared"] == 1
+    assert metrics["heads_loglog_exponent"] == pytest.approx(1) and metrics["heads_linear_r2"] == pytest.approx(1)
+    assert claim_verdict("S4.heads-linear", metrics) == "PASS"
 
 
 def test_head_dim_check_is_growth_below_n_whatever_happens_beyond(tmp_path):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
 from factstore.errors import ResultWarning
@@ -215,6 +215,7 @@ def search_largest(
     growth: float = 2.0,
     max_size: int = 10**7,
     relative_resolution: float = 0.05,
+    known: Sequence[tuple[int, float]] = (),
 ) -> LargestSearch:
     """Largest N with fit_accuracy([N]) >= target, by geometric bracketing then subdivision.
 
@@ -228,7 +229,8 @@ def search_largest(
     that fits N examples fits every prefix, so the capacity is the largest fitted N, and a
     failure below it is an optimisation failure, not a bound. The bracket is (largest fitted N,
     smallest failed N above it). Returns capacity 0 when even N = 1 fails, and smallest_failure
-    None when max_size fits.
+    None when max_size fits. `known`: (size, accuracy) probes already made with the same training
+    (e.g. a budget check's): the search continues from them instead of probing from `start`.
     """
     if start < 1 or probes_per_round < 1 or growth <= 1:
         raise ValueError("need start >= 1, probes_per_round >= 1 and growth > 1")
@@ -236,7 +238,9 @@ def search_largest(
 
     def probe(sizes: list[int]) -> None:
         sizes = sorted(set(sizes))
-        accuracies = fit_accuracy(sizes)
+        probe_results(sizes, fit_accuracy(sizes))
+
+    def probe_results(sizes: list[int], accuracies: list[float]) -> None:
         search.probes.extend(zip(sizes, (float(a) for a in accuracies)))
         fitted = [size for size, accuracy in search.probes if accuracy >= target_accuracy]
         search.capacity = max(fitted, default=0)
@@ -246,7 +250,10 @@ def search_largest(
     def geometric(first: float, factor: float) -> list[int]:
         return [min(max(round(first * factor**k), 1), max_size) for k in range(probes_per_round)]
 
-    probe(geometric(start, growth))
+    if known:
+        probe_results([size for size, _ in known], [accuracy for _, accuracy in known])
+    else:
+        probe(geometric(start, growth))
     while search.smallest_failure is None and max(size for size, _ in search.probes) < max_size:
         probe(geometric(max(size for size, _ in search.probes) * growth, growth))
     while search.capacity == 0 and min(size for size, _ in search.probes) > 1:

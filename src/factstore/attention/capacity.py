@@ -55,10 +55,18 @@ class FitResult:
     fitted_at_step: int | None
     steps_run: int
     n_params: int
+    last_gain_step: int | None = None  # the last step at which it recalled more examples than ever before
 
     @property
     def fitted(self) -> bool:
         return self.fitted_at_step is not None
+
+    def still_gaining(self, last_fraction: float = 0.5) -> bool:
+        """Whether an unfitted model recalled a new example in the last `last_fraction` of its
+        steps: its training had not stopped improving when the budget ran out."""
+        if self.fitted or self.last_gain_step is None:
+            return False
+        return self.last_gain_step >= self.steps_run * (1.0 - last_fraction)
 
 
 def warmup_cosine(step: int, settings: TrainSettings) -> float:
@@ -119,6 +127,7 @@ def fit_sizes(
 
     best_correct = torch.zeros(len(sizes), device=device)
     final_correct = best_correct
+    gain_step = torch.full((len(sizes),), -1, dtype=torch.long)  # per model: last step with a new best
     fitted_at = [None] * len(sizes)
     target_correct = torch.ceil(settings.target_accuracy * size_tensor - 1e-9)
     last_gain, step = 0, 0
@@ -130,8 +139,10 @@ def fit_sizes(
                      f"{settings.lr})", step=step)
         with torch.no_grad():
             final_correct = ((logits.argmax(dim=-1) == labels).float() * mask).sum(dim=1)
-            if ((final_correct > best_correct) & (best_correct < target_correct)).any():
+            gained = (final_correct > best_correct) & (best_correct < target_correct)
+            if gained.any():
                 last_gain = step  # an unfitted model recalled more examples than ever before
+                gain_step[gained.cpu()] = step
             best_correct = torch.maximum(best_correct, final_correct)
             for run in torch.nonzero(best_correct >= target_correct).flatten().tolist():
                 fitted_at[run] = step if fitted_at[run] is None else fitted_at[run]
@@ -153,6 +164,7 @@ def fit_sizes(
             fitted_at_step=fitted_at[run],
             steps_run=step + 1,
             n_params=n_params,
+            last_gain_step=int(gain_step[run]) if gain_step[run] >= 0 else None,
         )
         for run, size in enumerate(sizes)
     ]
@@ -173,11 +185,14 @@ def attention_capacity(
     growth: float = 2.0,
     relative_resolution: float = 0.05,
     device: torch.device | str = "cpu",
+    known: Sequence[tuple[int, float]] = (),
 ) -> tuple[LargestSearch, list[FitResult]]:
     """Memorisation capacity of one attention shape on prefixes of `pool` (at most pool.size).
 
     Each round of the search trains `probes_per_round` fresh models side by side (`fit_sizes`).
-    Returns the search and every trained model's `FitResult`, in probe order.
+    `known`: (size, best accuracy) of models already trained with these settings (a budget
+    check's): the search continues from them. Returns the search and every model it trained's
+    `FitResult`, in probe order.
     """
     results: list[FitResult] = []
 
@@ -194,6 +209,7 @@ def attention_capacity(
         growth=growth,
         max_size=pool.size,
         relative_resolution=relative_resolution,
+        known=known,
     )
     return search, results
 
@@ -209,14 +225,18 @@ def grid_step(smallest_failure: int, relative_resolution: float) -> int:
     return max(1, math.ceil(relative_resolution * smallest_failure))
 
 
-def budget_check_sizes(search: LargestSearch, relative_resolution: float, max_size: int) -> list[int]:
+def budget_check_sizes(search: LargestSearch, relative_resolution: float, max_size: int,
+                       steps_above: int = 1) -> list[int]:
     """The sizes retrained with a larger budget: the bracket [capacity, smallest failure] and the
-    size one grid step above the smallest failure (capped at max_size). If that last one fits, the
-    capacity rose by more than one grid step. Empty when the search found no failure."""
+    sizes 1..steps_above grid steps above the smallest failure (capped at max_size). If the first
+    of those fits, the capacity rose by more than one grid step; the others bracket how far, so a
+    budget-limited capacity's search at the larger budget usually starts bracketed (the models
+    train side by side: a few more sizes cost little). Empty when the search found no failure."""
     if search.smallest_failure is None:
         return []
-    above = search.smallest_failure + grid_step(search.smallest_failure, relative_resolution)
-    return sorted({size for size in (search.capacity, search.smallest_failure, min(above, max_size)) if size >= 1})
+    step = grid_step(search.smallest_failure, relative_resolution)
+    above = [min(search.smallest_failure + k * step, max_size) for k in range(1, steps_above + 1)]
+    return sorted({size for size in (search.capacity, search.smallest_failure, *above) if size >= 1})
 
 
 def budget_rise(capacity: int, step: int, fits: Sequence[FitResult]) -> float:
@@ -225,3 +245,14 @@ def budget_rise(capacity: int, step: int, fits: Sequence[FitResult]) -> float:
     0 means the budget changed nothing; above 1, the capacity was a budget limit."""
     best = max([capacity] + [fit.size for fit in fits if fit.fitted])
     return (best - capacity) / step
+
+
+def best_budget_runs(runs: dict[str, list[FitResult]]) -> str | None:
+    """The key of the budget-check runs (one per learning rate) that fitted the largest size, the
+    first listed on a tie; None when no run fitted any size."""
+    best, key = 0, None
+    for name, fits in runs.items():
+        largest = max([fit.size for fit in fits if fit.fitted], default=0)
+        if largest > best:
+            best, key = largest, name
+    return key

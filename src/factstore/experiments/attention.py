@@ -25,6 +25,7 @@ from factstore.attention.assumptions import check_assumptions
 from factstore.attention.capacity import (
     TrainSettings,
     attention_capacity,
+    best_budget_runs,
     budget_check_sizes,
     budget_rise,
     fit_sizes,
@@ -59,28 +60,34 @@ HEADS_METRICS = {
                "intercept": "heads_linear_intercept", "ratio": "heads_capacity_ratio",
                "residuals_linear": "heads_linear_residual_ss", "residuals_sqrt": "heads_sqrt_residual_ss",
                "residual_ratio": "heads_sqrt_over_linear_residual_ratio",
-               "budget": "heads_budget_rise_steps_max"},
+               "budget": "heads_budget_rise_steps_max",
+               "unconverged": "heads_budget_unconverged_layers"},
     "per_example": {"slope": "heads_linear_slope_per_example", "r2": "heads_linear_r2_per_example",
                     "exponent": "heads_loglog_exponent_per_example",
                     "intercept": "heads_linear_intercept_per_example", "ratio": "heads_capacity_ratio_per_example",
                     "residuals_linear": "heads_linear_residual_ss_per_example",
                     "residuals_sqrt": "heads_sqrt_residual_ss_per_example",
                     "residual_ratio": "heads_sqrt_over_linear_residual_ratio_per_example",
-                    "budget": "heads_budget_rise_steps_max_per_example"},
+                    "budget": "heads_budget_rise_steps_max_per_example",
+                    "unconverged": "heads_budget_unconverged_layers_per_example"},
 }
 CONTEXT_METRICS = {
     "shared": {"spearman": "context_spearman", "ratio": "context_capacity_ratio",
-               "budget": "context_budget_rise_steps_max"},
+               "budget": "context_budget_rise_steps_max",
+               "unconverged": "context_budget_unconverged_layers"},
     "per_example": {"spearman": "context_spearman_per_example", "ratio": "context_capacity_ratio_per_example",
-                    "budget": "context_budget_rise_steps_max_per_example"},
+                    "budget": "context_budget_rise_steps_max_per_example",
+                    "unconverged": "context_budget_unconverged_layers_per_example"},
 }
 HEAD_DIM_METRICS = {
     "shared": {"slope_below": "head_dim_slope_below_n", "slope_above": "head_dim_slope_above_n",
-               "slope_ratio": "head_dim_slope_ratio", "budget": "head_dim_budget_rise_steps_max"},
+               "slope_ratio": "head_dim_slope_ratio", "budget": "head_dim_budget_rise_steps_max",
+               "unconverged": "head_dim_budget_unconverged_layers"},
     "per_example": {"slope_below": "head_dim_slope_below_n_per_example",
                     "slope_above": "head_dim_slope_above_n_per_example",
                     "slope_ratio": "head_dim_slope_ratio_per_example",
-                    "budget": "head_dim_budget_rise_steps_max_per_example"},
+                    "budget": "head_dim_budget_rise_steps_max_per_example",
+                    "unconverged": "head_dim_budget_unconverged_layers_per_example"},
 }
 SWEEP_METRICS = {"heads": HEADS_METRICS, "n_context": CONTEXT_METRICS, "d_head": HEAD_DIM_METRICS}
 
@@ -117,8 +124,11 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     params: seed, context ('shared' | 'per_example'), layer {d, heads, d_head, d_value,
     n_context}, n_classes, training {learning_rate, max_steps, warmup_steps, target_accuracy,
     patience}, search {start, growth, probes_per_round, relative_resolution, max_size},
-    budget_check {steps_factor, learning_rates}, assumption_subsets. Returns {"capacity": one row,
-    "probes": one row per trained model, the budget check's with budget = 'x<factor> lr <lr>'}.
+    budget_check {steps_factor, learning_rates, steps_above}, assumption_subsets. Returns
+    {"capacity": one row, "probes": one row per trained model, the budget check's and the larger
+    budget's search with budget = 'x<factor> lr <lr>'}. The row's `capacity` is at the budget used
+    (`budget_used`: the larger one where the check raised it by more than one grid step), with the
+    search's own (`capacity_search`) beside it.
     """
     layer, n_classes = params["layer"], params["n_classes"]
     shape = layer_shape(layer, n_classes)
@@ -138,52 +148,120 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
         device=context.device,
     )
     budget_fits = budget_check(params, pool, shape, settings, search, context.device)
-    largest_probe = max(fit.size for fit in fits)
+    step = grid_step(search.smallest_failure, search_params["relative_resolution"]) if search.smallest_failure else math.nan
+    retrained = [fit for budget_runs in budget_fits.values() for fit in budget_runs]
+    rise = budget_rise(search.capacity, step, retrained) if retrained else math.nan
+    used = budget_used(params, pool, shape, settings, search, budget_fits, rise, context.device)
+    all_fits = [("search", fit) for fit in fits] + [(name, fit) for name, runs in budget_fits.items() for fit in runs] \
+        + [(used.name, fit) for fit in used.continued]
+    largest_probe = max(fit.size for _, fit in all_fits)
     assumptions = check_assumptions(
         pool.prefix(largest_probe), params["assumption_subsets"], derived_generator(params["seed"], "attention-ranks")
     )
     description = {"context": params["context"], **layer, "n_classes": n_classes}
     n_params = shape.n_params()
-    step = grid_step(search.smallest_failure, search_params["relative_resolution"]) if search.smallest_failure else math.nan
-    retrained = [fit for budget_runs in budget_fits.values() for fit in budget_runs]
     row = description | {
-        "capacity": search.capacity,
-        "smallest_failure": search.smallest_failure,
-        "memorised_examples": search.memorised_examples,
+        "capacity": used.search.capacity,  # at the budget used: the search's, or the larger budget's where it was budget-limited
+        "smallest_failure": used.search.smallest_failure,
+        "memorised_examples": used.search.memorised_examples,
+        "budget_limited": used.limited,
+        "budget_steps": used.settings.max_steps,
+        "budget_learning_rate": used.settings.lr,
+        "budget_unconverged": used.unconverged,
+        "capacity_search": search.capacity,  # at training.max_steps (1x)
+        "smallest_failure_search": search.smallest_failure,
         "n_params": n_params,
-        "bits_per_parameter": search.capacity * math.log2(n_classes) / n_params,
+        "bits_per_parameter": used.search.capacity * math.log2(n_classes) / n_params,
         "theory_scale": layer["heads"] * min(layer["n_context"], layer["d_head"]),  # H min(n, d_h)
         "n_probes": len(fits),
         "training_steps": sum(fit.steps_run for fit in fits),
         "budget_grid_step": step,
         "budget_capacity": max([search.capacity] + [fit.size for fit in retrained if fit.fitted]),
-        "budget_rise_steps": budget_rise(search.capacity, step, retrained) if retrained else math.nan,
+        "budget_rise_steps": rise,
         "budget_training_steps": sum(max(fit.steps_run for fit in runs) for runs in budget_fits.values() if runs),
+        "escalation_models": len(used.continued),  # models the search at the larger budget trained beyond the check's
+        "escalation_model_steps": sum(fit.steps_run for fit in used.continued),
     } | assumptions
     probes = [
         description | {"probe_index": index, "budget": budget, "size": fit.size, "best_accuracy": fit.best_accuracy,
                        "final_accuracy": fit.final_accuracy, "fitted": fit.fitted,
-                       "fitted_at_step": fit.fitted_at_step, "steps_run": fit.steps_run}
-        for index, (budget, fit) in enumerate([("search", fit) for fit in fits]
-                                              + [(name, fit) for name, runs in budget_fits.items() for fit in runs])
+                       "fitted_at_step": fit.fitted_at_step, "last_gain_step": fit.last_gain_step,
+                       "steps_run": fit.steps_run}
+        for index, (budget, fit) in enumerate(all_fits)
     ]
     return {"capacity": pd.DataFrame([row]), "probes": pd.DataFrame(probes)}
 
 
+def larger_settings(settings: TrainSettings, steps_factor: int, lr: float) -> TrainSettings:
+    """The budget check's training: steps_factor x the steps (and of the warm-up) at learning rate lr."""
+    return replace(settings, lr=lr, max_steps=steps_factor * settings.max_steps,
+                   warmup_steps=steps_factor * settings.warmup_steps)
+
+
 def budget_check(params: dict, pool: MemorisationData, shape: AttentionShape, settings: TrainSettings,
                  search, device) -> dict[str, list]:
-    """The sizes bracketing the capacity (`budget_check_sizes`) retrained side by side with
-    steps_factor x the steps (and of the warm-up) at each of the budget check's learning rates,
-    from fresh initialisations. Returns {'x<factor> lr <lr>': [FitResult per size]} (empty lists
-    when the search found no failure)."""
+    """The sizes bracketing the capacity and `budget_check.steps_above` grid steps above it
+    (`budget_check_sizes`) retrained side by side with steps_factor x the steps (and of the
+    warm-up) at each of the budget check's learning rates, from fresh initialisations. Returns
+    {'x<factor> lr <lr>': [FitResult per size]} (empty lists when the search found no failure)."""
     check, search_params = params["budget_check"], params["search"]
-    sizes = budget_check_sizes(search, search_params["relative_resolution"], pool.size)
+    sizes = budget_check_sizes(search, search_params["relative_resolution"], pool.size, check["steps_above"])
     factor, runs = check["steps_factor"], {}
     for lr in check["learning_rates"]:
-        larger = replace(settings, lr=lr, max_steps=factor * settings.max_steps, warmup_steps=factor * settings.warmup_steps)
+        larger = larger_settings(settings, factor, lr)
         generator = derived_generator(params["seed"], "attention-budget", params["context"], *sorted(params["layer"].items()), lr)
-        runs[f"x{factor} lr {lr:g}"] = fit_sizes(pool, sizes, shape, larger, generator, device) if sizes else []
+        runs[budget_name(factor, lr)] = fit_sizes(pool, sizes, shape, larger, generator, device) if sizes else []
     return runs
+
+
+def budget_name(factor: int, lr: float) -> str:
+    """The probes table's name of a budget: 'x<factor> lr <lr>'."""
+    return f"x{factor} lr {lr:g}"
+
+
+class BudgetUsed(NamedTuple):
+    """The budget a layer's capacity is read at: the search's (1x), or, where the budget check
+    raised the capacity by more than one grid step, steps_factor x the steps at the check's better
+    learning rate, the search continued there from the check's fits (`continued`: the models that
+    continuation trained). `unconverged`: 1 when the capacity at the larger budget may still be a
+    budget limit (its smallest failing model recalled a new example in the last half of its steps),
+    0 when not, nan when no failure bounds it; 0 for a layer not budget-limited (the check showed
+    its capacity holds within one grid step)."""
+
+    name: str
+    settings: TrainSettings
+    search: object
+    limited: bool
+    unconverged: float
+    continued: list
+
+
+def budget_used(params: dict, pool: MemorisationData, shape: AttentionShape, settings: TrainSettings,
+                search, budget_fits: dict[str, list], rise: float, device) -> BudgetUsed:
+    """The capacity at the budget the layer needs (the issue-24 escalation; class BudgetUsed)."""
+    search_params, check = params["search"], params["budget_check"]
+    if not rise > 1.0:
+        return BudgetUsed("search", settings, search, False, 0.0 if search.smallest_failure else math.nan, [])
+    factor = check["steps_factor"]
+    lr = {budget_name(factor, lr): lr for lr in check["learning_rates"]}[best_budget_runs(budget_fits)]
+    larger, name = larger_settings(settings, factor, lr), budget_name(factor, lr)
+    known = {fit.size: fit for fit in budget_fits[name]}
+    generator = derived_generator(params["seed"], "attention-escalate", params["context"], *sorted(params["layer"].items()), lr)
+    escalated, continued = attention_capacity(
+        pool, shape, larger, generator, start=max(known), probes_per_round=search_params["probes_per_round"],
+        growth=search_params["growth"], relative_resolution=search_params["relative_resolution"], device=device,
+        known=[(size, fit.best_accuracy) for size, fit in sorted(known.items())],
+    )
+    every_fit = {fit.size: fit for fit in [*known.values(), *continued]}
+    failure = every_fit.get(escalated.smallest_failure)
+    unconverged = math.nan if failure is None else float(failure.still_gaining(UNCONVERGED_LAST_FRACTION))
+    return BudgetUsed(name, larger, escalated, True, unconverged, continued)
+
+
+# A capacity at the larger budget counts as unconverged when its smallest failing model recalled a
+# new example in this last fraction of its steps (as many steps as 2x the search's whole budget at
+# the default steps_factor 4): declared with the gates in config/claims.yaml before the run.
+UNCONVERGED_LAST_FRACTION = 0.5
 
 
 def _sweep_tables(inputs: dict[str, Path], prefix: str) -> pd.DataFrame:
@@ -212,21 +290,35 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
 
     for row in capacities.itertuples():
         metrics.add(LAYER_CAPACITY_METRICS[row.sweep][row.context].format(value=row.value), row.capacity,
-                    f"max N x acc = {row.memorised_examples:.0f}, {row.n_params} parameters, H min(n, d_h) = {row.theory_scale}")
+                    f"{layer_budget_text(row)}; max N x acc = {row.memorised_examples:.0f}, {row.n_params} parameters, "
+                    f"H min(n, d_h) = {row.theory_scale}")
 
     for (sweep, kind), points in capacities.groupby(["sweep", "context"]):
         points = points.sort_values("value")
-        x, y = points["value"].tolist(), points["capacity"].tolist()
+        names = SWEEP_METRICS[sweep][kind]
         fixed = _fixed_sizes(points, sweep)
         rise = points["budget_rise_steps"]
-        worst = points.loc[rise.idxmax()] if rise.notna().any() else None
-        metrics.add(SWEEP_METRICS[sweep][kind]["budget"], rise.max(skipna=False),
-                    "largest rise of a capacity, in search grid steps, when the sizes bracketing it (and one step above) "
-                    "are retrained with more steps at each budget-check learning rate"
-                    + (f" (at {sweep} = {worst['value']}: {worst['capacity']} -> {worst['budget_capacity']})" if worst is not None else ""))
+        limited = points[points["budget_limited"].astype(bool)]
+        limited_text = ", ".join(f"{sweep} = {r.value}: {r.capacity_search} -> {r.capacity} ({r.budget_steps} steps, lr {r.budget_learning_rate:g})"
+                                 for r in limited.itertuples()) or "none"
+        metrics.add(names["budget"], rise.max(skipna=False),
+                    "largest rise of a search's capacity, in search grid steps, when the sizes bracketing it (and grid steps above) "
+                    f"are retrained with more steps at each budget-check learning rate; budget-limited layers (above 1: capacity read at the larger budget): {limited_text}")
+        metrics.add(names["unconverged"], points["budget_unconverged"].sum(skipna=False),
+                    "layers whose capacity at the budget used may still be a budget limit (budget-limited, and the smallest size failing at the "
+                    f"larger budget recalled a new example in the last half of its steps); budget-limited: {limited_text}")
+        # The heads fits leave out layers with H d_v < 2: their label logits are one scalar times a
+        # fixed vector, so argmax reaches 2 of the C classes and the capacity is the longest prefix
+        # of labels with 2 distinct values, a property of the labels, not of the layer's memory
+        # (docs/methods/attention.md). Their capacities stay in the table and the metrics.
+        excluded = points[points["heads"] * points["d_value"] < 2]["value"].tolist() if sweep == "heads" else []
+        points = points[~points["value"].isin(excluded)] if excluded else points
+        x, y = points["value"].tolist(), points["capacity"].tolist()
         if sweep == "heads" and len(x) >= 2:
-            names, fit = HEADS_METRICS[kind], linear_fit(x, y)
-            metrics.add(names["slope"], fit.slope, f"{kind} context, examples per head, {fixed}", standard_error=fit.slope_se)
+            fit = linear_fit(x, y)
+            metrics.add(names["slope"], fit.slope, f"{kind} context, examples per head, {fixed}"
+                        + (f"; H = {excluded} left out (H d_v < 2: two reachable classes)" if excluded else ""),
+                        standard_error=fit.slope_se)
             metrics.add(names["r2"], fit.r2, f"linear fit of capacity on H = {x}")
             exponent, exponent_error, how = heads_exponent(x, y)
             metrics.add(names["exponent"], exponent, f"{kind} context, {how}", standard_error=exponent_error)
@@ -238,13 +330,12 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
             metrics.add(names["residual_ratio"], sqrt_ss / linear_ss if linear_ss > 0 else (math.inf if sqrt_ss > 0 else math.nan),
                         "residuals of a + b sqrt(H) over those of a + b H (above 1: the linear law fits better)")
         if sweep == "n_context" and len(x) >= 2:
-            names = CONTEXT_METRICS[kind]
             metrics.add(names["spearman"], spearman(x, y), f"{kind} context, capacity vs n = {x}, {fixed}")
             metrics.add(names["ratio"], y[-1] / max(y[0], 1), f"capacity at n = {x[-1]} over n = {x[0]}")
         if sweep == "d_head" and len(x) >= 2:
             # The theorem's bound H min(n, d_h) grows while d_h <= n (checked: the slope there) and
             # says nothing beyond n (the slope there is reported, not checked).
-            names, knee = HEAD_DIM_METRICS[kind], int(points["n_context"].iloc[0])
+            knee = int(points["n_context"].iloc[0])
             try:
                 slopes = slopes_around(x, y, knee)
             except ValueError:
@@ -260,6 +351,14 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     metrics.add("assumptions_context_full_rank_min", capacities["context_full_rank"].min(), "fraction of context matrices of rank n, worst layer")
     metrics.add("assumptions_kruskal_subsets_full_rank_min", capacities["kruskal_subsets_full_rank"].min(), "fraction of random n-subsets of queries of rank n, worst layer")
     return {"capacity": capacities, "probes": probes, "metrics": metrics.frame()}
+
+
+def layer_budget_text(row) -> str:
+    """The budget a layer's capacity was read at, for its metric's detail."""
+    if not row.budget_limited:
+        return f"search budget (check rise {row.budget_rise_steps:.2g} grid steps)"
+    return (f"budget-limited: {row.capacity_search} at the search's budget, {row.capacity} at {row.budget_steps} steps, "
+            f"lr {row.budget_learning_rate:g}")
 
 
 class KneeSlopes(NamedTuple):

@@ -43,11 +43,17 @@ def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
         scale = lower_bound_constant(bound, y)
         ax.plot(x, scale * bound, color=colour, linestyle="--", linewidth=1.1,
                 label=rf"lower bound $c\,H\min(n, d_h)$ ($\Omega$ rate), largest $c$ below all points: {scale:.1f}")
+        if "capacity_search" in here and here["budget_limited"].astype(bool).any():
+            limited = here[here["budget_limited"].astype(bool)]
+            ax.plot(limited["value"], limited["capacity_search"], "x", color=colour,
+                    label=f"{CONTEXT_LABELS[kind]}: budget-limited, capacity at the search's budget")
+        fitted = (here["heads"] * here["d_value"] >= 2).to_numpy() if sweep == "heads" else np.ones(len(x), bool)
+        x, y = x[fitted], y[fitted]  # the heads fit leaves out H d_v < 2 (two reachable classes), as the summary
         if sweep == "heads" and len(x) >= 2:
             fit = linear_fit(x, y)
             grid = np.linspace(0, x.max(), 50)
             ax.plot(grid, fit.slope * grid + fit.intercept, color=colour, linestyle=":", linewidth=1.1,
-                    label=f"linear fit: {fit.slope:.0f} per head, $R^2$ = {fit.r2:.3f}")
+                    label=f"linear fit over H d_v >= 2: {fit.slope:.0f} per head, $R^2$ = {fit.r2:.3f}")
     if sweep == "d_head":
         style.theory_vline(ax, float(points["n_context"].iloc[0]), r"$d_h = n$", reference=True)
     ax.set_xlabel(AXIS_LABELS[sweep])
