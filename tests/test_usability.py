@@ -262,6 +262,21 @@ def test_a_plateau_never_stops_a_run_before_its_restart_check():
     assert record["steps"] == 30 + 10, "restarted at 30 updates, then a plateau of 10 (no restart left)"
 
 
+def test_a_run_that_attends_stops_on_its_plateau_before_the_restart_check():
+    """The same flat run whose attention already counts as on the key (restart_below 0: the
+    restart check could not restart it) stops on its plateau, not at the restart check."""
+    task, keys, values = small_task(orthonormal=True)
+    first = torch.randperm(8, generator=torch.Generator().manual_seed(5))
+    memory = linear_memory(keys, values, first)
+    settings = TrainingSettings(learning_rate=1e-6, max_steps=200, batch_size=16, eval_every=5, patience=10,
+                                restart_after=30, restart_below=0.0, max_restarts=1)
+    generators = [torch.Generator().manual_seed(3)]
+    model = build_runs([task], [memory], generators, settings=settings, swapped=[memory])
+    record = train_attention(model, [task], [first], [first.roll(1)], settings, generators)[0]
+    assert record["restarts"] == 0 and record["stop"] == "plateau", record
+    assert record["steps"] == record["fact_adaptive_max_step"] + 10 < 30, record
+
+
 def test_runs_of_different_shapes_are_refused():
     small, large = small_task(n_facts=8)[0], small_task(n_facts=6)[0]
     with pytest.raises(ValueError, match="one vocabulary and embedding shape"):

@@ -29,10 +29,14 @@ else:
             code=step_code("mlp"),
         params:
             step="mlp.capacity",
+            # Only what this study reads (the usability target, the hosted NTK degree): the other
+            # target and degree of the mlp study's search would cost a second search here (GD: a
+            # second bracketing towards 1.0) and change no number of the rows read, which are
+            # searched first (targets in increasing order, every degree on its own generator).
             json=lambda w: as_json(
-                MLP_SHARED, method=w.method,
+                MLP_SHARED, method=w.method, ntk_degrees=[USABILITY["ntk_degree"]],
                 capacity={k: v for k, v in MLP["capacity"].items() if k != "methods"}
-                | {"d": USABILITY_D, "log2_facts": USABILITY["capacity"]["log2_facts"]},
+                | {"d": USABILITY_D, "log2_facts": USABILITY["capacity"]["log2_facts"], "targets": [USABILITY["target"]]},
             ),
             io=runner_io,
         threads: config["threads"]

@@ -12,7 +12,8 @@ attention training around an inserted MLP), each part a setting (`TrainingSettin
   into the MLP transfers; attention that memorised facts around the MLP does not. The run keeps
   the maximum over these evaluations (`fact_adaptive_max`, the seed's "maximum fact-adaptive
   accuracy") and stops when it reaches `stop_accuracy`, when it has not improved for `patience`
-  updates (a plateau; not before the restart check below while a restart is left), or after
+  updates (a plateau; not before the restart check below while a restart is left, unless the
+  run already attends to the key, which that check could not restart), or after
   `max_steps` updates;
 - a run whose attention on the key is still below `restart_below` `restart_after` updates after
   its (re)start is restarted from a new initialisation (at most `max_restarts` times; counted):
@@ -170,8 +171,12 @@ def train_attention(
                 elif (settings.patience is not None
                       and steps - max(record["fact_adaptive_max_step"], started_at[run]) >= settings.patience
                       and (record["restarts"] >= settings.max_restarts
-                           or steps - started_at[run] >= settings.restart_after)):
-                    record["stop"] = "plateau"  # never before the restart check of a run that may restart
+                           or steps - started_at[run] >= settings.restart_after
+                           or attention_on_key(model.run_model(run), tasks[run], fact_maps[run],
+                                               generators[run]) >= settings.restart_below)):
+                    # never before the restart check of a run that may restart, unless it already
+                    # attends to the key (then the check could not restart it: the wait is wasted)
+                    record["stop"] = "plateau"
         active = [run for run in active if records[run]["stop"] == "max_steps"]
     model.eval()
     return records
