@@ -127,7 +127,7 @@ def fit_sizes(
 
     best_correct = torch.zeros(len(sizes), device=device)
     final_correct = best_correct
-    gain_step = torch.full((len(sizes),), -1, dtype=torch.long)  # per model: last step with a new best
+    gain_step = torch.full((len(sizes),), -1, dtype=torch.long, device=device)  # per model: last step with a new best
     fitted_at = [None] * len(sizes)
     target_correct = torch.ceil(settings.target_accuracy * size_tensor - 1e-9)
     last_gain, step = 0, 0
@@ -142,7 +142,7 @@ def fit_sizes(
             gained = (final_correct > best_correct) & (best_correct < target_correct)
             if gained.any():
                 last_gain = step  # an unfitted model recalled more examples than ever before
-                gain_step[gained.cpu()] = step
+                gain_step.masked_fill_(gained, step)
             best_correct = torch.maximum(best_correct, final_correct)
             for run in torch.nonzero(best_correct >= target_correct).flatten().tolist():
                 fitted_at[run] = step if fitted_at[run] is None else fitted_at[run]

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from factstore.committee.architectures import Architecture
-from factstore.committee.least_action import least_action_flips, unit_signs
+from factstore.committee.least_action import cost_factors, least_action_flips, unit_signs
 from factstore.committee.polish import fit_unit
 from factstore.committee.training import ActiveSet, EmbeddingResult
 
@@ -139,8 +139,9 @@ def train_fc_least_action(
         x, y, m = active["x"], active["labels"], active["mask"]
         corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)
         factors = None
-        if choice_noise != 0 and width > 1:
-            factors = torch.exp(choice_noise * torch.randn((len(order), len(active), layers, width), generator=generator)).to(patterns.device)
+        if width > 1:  # the same draws as one (presentations, batch, L x H) block, read per layer
+            factors = cost_factors(len(order), len(active), layers * width, choice_noise, generator, patterns.device)
+            factors = None if factors is None else factors.view(len(order), len(active), layers, width)
         for step, mu in enumerate(order):
             x_mu = x[:, mu]  # (b, N)
             fields, signs = forward_signs(w, x_mu)
