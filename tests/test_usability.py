@@ -18,6 +18,7 @@ from factstore.facts import normalize_rows
 from factstore.mlp.modules import LinearMemory
 from factstore.transformer import attention_at, attention_over_tables, rotary, table_attention_pays
 from factstore.usability import threshold
+from factstore.usability.summary import capacity_gain_lower_bounds
 from factstore.usability.task import (
     IGNORE, JunkLengths, Task, Vocabulary, gaussian_embeddings, gaussian_probe_task, make_task, mlp_fact_set,
     principal_projection, recall_sequences, token_embeddings,
@@ -464,3 +465,24 @@ def test_usable_ratio_is_over_the_constructions_with_gd_beside_it():
     assert metrics["usable_over_standalone_max"][1] == pytest.approx(1.0), "its standard error over the two seeds"
     assert metrics["usable_over_standalone_max_gd"][0] == pytest.approx(15.0)
     assert metrics["usable_found_fraction"][0] == 1.0 and metrics["attending_fraction"][0] == 1.0
+
+
+def _whitening_rows(stored_at_zero: bool, moderate_params: int, moderate_stored: bool = True) -> pd.DataFrame:
+    """One (kind, method), one seed: alpha = 0 at 4,000 parameters (stored or at the cap), a
+    moderate alpha at `moderate_params`."""
+    return pd.DataFrame([
+        {"replicate": 0, "alpha": 0.0, "F": 100, "n_params": 4000, "stored": stored_at_zero},
+        {"replicate": 0, "alpha": 0.5, "F": 100, "n_params": moderate_params, "stored": moderate_stored},
+    ])
+
+
+def test_capacity_gain_is_a_lower_bound_when_alpha_zero_does_not_store():
+    # alpha = 0 stored at 4,000 parameters: the gain is exact, 4000 / 2000
+    assert capacity_gain_lower_bounds(_whitening_rows(True, 2000), [0.5]).iloc[0] == pytest.approx(2.0)
+    # alpha = 0 not stored within a cap of 4,000: its capacity needs more, so the gain is >= 2
+    assert capacity_gain_lower_bounds(_whitening_rows(False, 2000), [0.5]).iloc[0] == pytest.approx(2.0)
+    # the moderate alpha needs more than the cap alpha = 0 failed at: the bound is below 1 (flips the check)
+    assert capacity_gain_lower_bounds(_whitening_rows(False, 8000), [0.5]).iloc[0] < 1.0
+    # a moderate alpha that does not store counts 0; neither storing: no bound (NaN)
+    assert capacity_gain_lower_bounds(_whitening_rows(True, 4000, moderate_stored=False), [0.5]).iloc[0] == 0.0
+    assert np.isnan(capacity_gain_lower_bounds(_whitening_rows(False, 4000, moderate_stored=False), [0.5]).iloc[0])
