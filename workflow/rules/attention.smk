@@ -96,7 +96,8 @@ rule attention_figure:
         code=figure_code("attention"),
     params:
         step="figures.draw",
-        json=lambda w: as_json({"training": ATTENTION["training"]}, study="attention", figure=w.figure),
+        json=lambda w: as_json({"training": ATTENTION["training"], "budget_check": ATTENTION["budget_check"]},
+                               study="attention", figure=w.figure),
         io=runner_io,
         **figure_report_params("attention"),
     log:

@@ -85,7 +85,8 @@ def _fixed_caption(points: pd.DataFrame, sweep: str, params: dict) -> str:
     fixed = ", ".join(f"{symbols[name]} = {points[name].iloc[0]}" for name in symbols if name != sweep)
     training = params["training"]
     return (f"{fixed}; capacity: largest N at training accuracy >= {training['target_accuracy']:.0%} "
-            f"(Adam, at most {training['max_steps']} full-batch steps, one seed)")
+            f"(Adam, at most {training['max_steps']} full-batch steps, one seed; a budget-limited layer's capacity "
+            f"at {params['budget_check']['steps_factor']}x the steps)")
 
 
 def assumptions(tables: dict[str, pd.DataFrame], params: dict):

@@ -85,8 +85,13 @@ def whitening(tables: dict[str, pd.DataFrame], params: dict):
         for method, group in here.groupby("method"):
             means = group.groupby("alpha")[["facts_per_parameter", "fact_adaptive_max", "plain_recall"]].mean()
             label = LABELS.get(method, method)
-            axes[0][column].plot(means.index, means.facts_per_parameter, marker="o", color=colours[method],
-                                 label=f"{label}: standalone F / W")
+            stored = group.groupby("alpha").stored.all()
+            axes[0][column].plot(means.index[stored.values], means.facts_per_parameter[stored.values], marker="o",
+                                 color=colours[method], label=f"{label}: standalone F / W")
+            if not stored.all():  # F / W at the width cap bounds an unstored setting's F / W from above
+                at_cap = (group.F / group.n_params).groupby(group.alpha).mean()[~stored]
+                axes[0][column].plot(at_cap.index, at_cap, "v", color=colours[method], fillstyle="none",
+                                     label=f"{label}: not stored by the cap")
             axes[1][column].plot(means.index, means.fact_adaptive_max, marker="o", color=colours[method],
                                  label=f"{label}: max fact-adaptive")
             axes[1][column].plot(means.index, means.plain_recall, ":", marker=".", color=colours[method],
@@ -96,7 +101,8 @@ def whitening(tables: dict[str, pd.DataFrame], params: dict):
         axes[1][column].set(xlabel=r"whitening strength $\alpha$", ylabel="accuracy in the Transformer")
     style.shared_legend(fig, axes)
     style.caption(fig, f"MLP at its standalone capacity ({params['standalone_target']:g}); mean over "
-                       f"{table.replicate.nunique()} seeds")
+                       f"{table.replicate.nunique()} seeds; open triangles: not stored within the width cap in "
+                       f"some seed (F / W at the cap, an upper bound)")
     return fig
 
 
