@@ -133,13 +133,12 @@ def capacity_gain_lower_bounds(rows: pd.DataFrame, moderate_alphas: list[float])
     ABOVE. Dividing by that bound at alpha = 0 gives a lower bound on the gain (exact where
     alpha = 0 stored); a moderate alpha that did not store contributes 0. NaN for a seed where
     neither stores (no bound either way). Returns a Series indexed by replicate."""
-    achieved = rows.assign(bound=rows.F / rows.n_params, exact=rows.F / rows.n_params * rows.stored.astype(float))
-    at_zero = achieved[achieved.alpha == 0.0].set_index("replicate")
-    moderate = achieved[achieved.alpha.isin(moderate_alphas)].pivot_table(index="replicate", columns="alpha", values="exact")
-    worse = moderate.min(axis=1)
-    gain = worse / at_zero.bound.reindex(worse.index)
-    neither = (worse == 0) & ~at_zero.stored.reindex(worse.index).astype(bool)
-    return gain.mask(neither)
+    rows = rows.assign(per_parameter=rows.F / rows.n_params, stored=rows.stored.astype(bool))
+    at_zero = rows[rows.alpha == 0.0].set_index("replicate")
+    worse = (rows[rows.alpha.isin(moderate_alphas)].assign(exact=lambda r: r.per_parameter.where(r.stored, 0.0))
+             .groupby("replicate").exact.min())
+    gain = worse / at_zero.per_parameter.reindex(worse.index)
+    return gain.mask((worse == 0) & ~at_zero.stored.reindex(worse.index))
 
 
 def whitening_metrics(table: pd.DataFrame) -> list[Metric]:
