@@ -4,7 +4,6 @@ folding of whitening into whole modules, and every figure from the smoke config'
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 
 import numpy as np
@@ -282,51 +281,12 @@ def test_embeddings_step_writes_aligned_minilm_rows(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-def run_study(section: dict, folder, embeddings=None) -> dict[str, pd.DataFrame]:
-    """Every step of the study like the rules call them (workflow/rules/mlp.smk), into `folder`."""
-    shared = {key: section[key] for key in ("seed", "ntk_degrees", "search", "gd")}
-    if embeddings is None:
-        embeddings = folder / "embeddings.npz"
-        fake_embeddings(embeddings, n_facts=section["embeddings"]["n_facts"])
-    tables = {}
-    for method in section["capacity"]["methods"]:
-        tables[f"capacity_{method}"] = str(folder / f"capacity_{method}.csv")
-        capacity = {k: v for k, v in section["capacity"].items() if k != "methods"}
-        run_step("mlp.capacity", shared | {"method": method, "capacity": capacity}, {}, {"table": tables[f"capacity_{method}"]})
-    for method in section["ntk_regime"]["methods"]:
-        tables[f"regime_{method}"] = str(folder / f"regime_{method}.csv")
-        regime = {k: v for k, v in section["ntk_regime"].items() if k != "methods"}
-        run_step("mlp.ntk_regime", shared | {"method": method, "ntk_regime": regime}, {}, {"table": tables[f"regime_{method}"]})
-    tables["robust_regime"] = str(folder / "robust_regime.csv")
-    run_step("mlp.robust_regime", shared | {"robust_regime": section["robust_regime"]}, {}, {"table": tables["robust_regime"]})
-    for kappa in section["anisotropy"]["kappas"]:
-        tables[f"anisotropy_k{kappa:g}"] = str(folder / f"anisotropy_{kappa:g}.csv")
-        anisotropy = {k: v for k, v in section["anisotropy"].items() if k != "kappas"}
-        run_step("mlp.anisotropy", shared | {"kappa": float(kappa), "anisotropy": anisotropy}, {}, {"table": tables[f"anisotropy_k{kappa:g}"]})
-    for alpha in section["whitening"]["alphas"]:
-        tables[f"whitening_a{alpha:g}"] = str(folder / f"whitening_{alpha:g}.csv")
-        whitening = {k: v for k, v in section["whitening"].items() if k != "alphas"}
-        run_step("mlp.whitening", shared | {"alpha": float(alpha), "whitening": whitening}, {"embeddings": str(embeddings)},
-                 {"table": tables[f"whitening_a{alpha:g}"]})
-    summary_params = {"bits_per_parameter_assumed": section["bits_per_parameter_assumed"], "main_target": section["main_target"],
-                      "ntk_degrees": section["ntk_degrees"], "search": section["search"],
-                      "anisotropy_facts": section["anisotropy"]["n_facts"],
-                      "break_width_budget": section["anisotropy"]["break_width_budget"]}
-    outputs = {name: str(folder / f"{name}.csv") for name in ("results", "fits", "metrics")}
-    run_step("mlp_summary.summary", summary_params, tables, outputs)
-    figure_params = summary_params | {key: section[key] for key in ("capacity", "anisotropy", "whitening", "ntk_regime", "robust_regime")}
-    for name in FIGURES:
-        inputs = {"results": outputs["results"]} | ({"fits": outputs["fits"]} if name == "capacity_scaling" else {})
-        run_step("figures.draw", json.loads(json.dumps(figure_params)) | {"study": "mlp", "figure": name}, inputs,
-                 {"png": str(folder / f"mlp_{name}.png"), "pdf": str(folder / f"mlp_{name}.pdf")})
-    return {name: pd.read_csv(path) for name, path in outputs.items()}
-
-
-def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(tmp_path):
-    """The smoke config's `mlp` section end to end (synthetic stand-in embeddings: no model needed)."""
+@pytest.mark.workflow
+def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(smoke_run):
+    """The smoke run's `mlp` study end to end: its figures, and the metrics the claims read."""
     section = yaml.safe_load((REPOSITORY / "config/smoke.yaml").read_text())["mlp"]
-    tables = run_study(section, tmp_path)
-    assert_figures(tmp_path, "mlp_", FIGURES)
+    tables = {name: pd.read_csv(smoke_run / f"results/mlp/{name}.csv") for name in ("results", "fits", "metrics")}
+    assert_figures(smoke_run / "figures", "mlp_", FIGURES)
     metrics = dict(zip(tables["metrics"].metric, tables["metrics"].value))
     claims = yaml.safe_load((REPOSITORY / "config/claims.yaml").read_text())
     checked = {check["metric"] for claim in claims if claim.get("result") == "results/mlp/metrics.csv" for check in claim["checks"]}
