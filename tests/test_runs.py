@@ -23,6 +23,12 @@ pytestmark = pytest.mark.workflow
 TIMES = {"results/runtimes.csv"}  # the one table of times
 
 
+def result_tables(root: Path) -> list[Path]:
+    """Every CSV under `root`/results, relative to `root`, but the one table of times."""
+    return sorted(path.relative_to(root) for path in (root / "results").rglob("*.csv")
+                  if path.relative_to(root).as_posix() not in TIMES)
+
+
 def compare(root: Path, run_a: str, run_b: str) -> subprocess.CompletedProcess:
     """`python -m factstore compare RUN_A RUN_B` in `root`, as a user types it."""
     return run(sys.executable, "-m", "factstore", "compare", run_a, run_b, cwd=root)
@@ -66,7 +72,7 @@ def test_compare_names_the_claims_one_changed_parameter_moved(smoke_run):
     assert shown.startswith("A = .: ") and "\nB = runs/fewer_seeds: " in shown
 
 
-def test_two_clean_runs_give_byte_identical_claims_and_metrics(smoke_run):
+def test_two_clean_runs_give_byte_identical_claims_and_tables(smoke_run):
     """The README's promise (same seed, same machine, same numbers) at smoke scale: a second clean
     run of the same config, in its own run directory, writes the same bytes to claims.json,
     claims_metrics.json and every CSV under results/ (every study's metrics and intermediate
@@ -76,12 +82,9 @@ def test_two_clean_runs_give_byte_identical_claims_and_metrics(smoke_run):
     config = changed_config(smoke_run, "runs/again", lambda c: None)
     snakemake("--cores", "2", "all", "--configfile", str(config), cwd=smoke_run)
     again = smoke_run / "runs/again"
-    tables = sorted(path.relative_to(smoke_run) for path in (smoke_run / "results").rglob("*.csv")
-                    if path.relative_to(smoke_run).as_posix() not in TIMES)
+    tables = result_tables(smoke_run)
     assert len(tables) >= 60 and len([path for path in tables if path.name == "metrics.csv"]) >= 8
-    again_tables = sorted(path.relative_to(again) for path in (again / "results").rglob("*.csv")
-                          if path.relative_to(again).as_posix() not in TIMES)
-    assert again_tables == tables, "the two runs wrote different sets of tables"
+    assert result_tables(again) == tables, "the two runs wrote different sets of tables"
     different = [str(path) for path in [Path("results/claims.json"), Path("results/claims_metrics.json"), *tables]
                  if (smoke_run / path).read_bytes() != (again / path).read_bytes()]
     assert not different, f"differ between two clean runs: {different}"
