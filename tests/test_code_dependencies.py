@@ -36,6 +36,18 @@ def test_imports_are_followed_transitively_including_relative_and_function_level
     assert imported_modules("factstore.sub.c", tmp_path) == {"factstore.sub.d"}
 
 
+def test_an_edited_import_is_seen_by_the_next_call_in_the_same_process(tmp_path):
+    """The parse is cached on the source text: an edit between two calls changes the answer."""
+    _write(tmp_path, "factstore/__init__.py", "")
+    _write(tmp_path, "factstore/a.py", "from factstore import b\n")
+    _write(tmp_path, "factstore/b.py", "")
+    _write(tmp_path, "factstore/c.py", "")
+    assert imported_modules("factstore.a", tmp_path) == {"factstore.b"}
+    _write(tmp_path, "factstore/a.py", "from factstore import c\n")
+    assert imported_modules("factstore.a", tmp_path) == {"factstore.c"}
+    assert {Path(f).name for f in source_files(["factstore.a"], tmp_path)} == {"__init__.py", "a.py", "c.py"}
+
+
 @pytest.mark.parametrize("module", STEP_MODULES)
 def test_a_step_module_loads_no_factstore_file_its_derived_list_misses(module):
     """Import the step in a fresh interpreter: every factstore module it loads is in the list."""

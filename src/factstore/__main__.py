@@ -23,6 +23,8 @@ import argparse
 import errno
 import importlib
 import json
+import logging
+import os
 import re
 import sys
 import time
@@ -291,5 +293,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_without_teardown(code: int) -> None:
+    """End the process with `code` now, skipping the interpreter's teardown.
+
+    By the time main() returns, every output and sidecar is written, closed and renamed into place
+    (atomic writes), so nothing is left for the teardown to finish; with torch loaded it cost
+    ~1.2-1.8 CPU-s per process (freeing torch's modules), ~10% of a smoke run's 125 jobs and more
+    than the step itself in most figure and summary jobs. Output streams are flushed first.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_without_teardown(main())

@@ -45,7 +45,7 @@ class ClaimsError(ValueError):
 
 def load_registry(path: str | Path) -> list[dict[str, Any]]:
     """Read and check the registry's shape: unique ids, known keys, ranges with min <= max."""
-    claims = yaml.safe_load(Path(path).read_text())
+    claims = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~10x faster
     if not isinstance(claims, list):
         raise ClaimsError(f"{path}: expected a list of claims")
     seen = set()

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,9 @@ def linear_fit(x, y) -> LineFit:
         return LineFit(0.0, float(y[0]), math.nan, error, error)
     design = np.stack([x, np.ones_like(x)], axis=1)
     (slope, intercept), *_ = np.linalg.lstsq(design, y, rcond=None)
-    errors = stats.linregress(x, y) if x.size > 2 else None
+    from scipy.stats import linregress  # here, not at the top: scipy.stats costs ~1.5 s per step process that never fits
+
+    errors = linregress(x, y) if x.size > 2 else None
     return LineFit(float(slope), float(intercept), r_squared(y, slope * x + intercept),
                    math.nan if errors is None else float(errors.stderr),
                    math.nan if errors is None else float(errors.intercept_stderr))

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import linregress
 from tqdm import tqdm
 
 from factstore.committee import architectures, backprop, capacity, fc_least_action, least_action, multi_output as many, patterns, polish, separability
@@ -188,6 +187,8 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     (two-layer tree vs one-layer K = 3 tree, same solver, both at their largest N), fc_runs (the fully connected runs, fc_l<layers>_<solver>; per depth the best solver's CpW is read), epoch_sweep {n, runs: [[run, epochs], ...]} (K = 3
     back-propagation on identical instances with different epoch budgets).
     """
+    from scipy.stats import linregress  # here, not at the top: the training steps of this module never fit
+
     runs = concat_tables(inputs, "embedding_")
     fractions = embedded_fractions(runs)
     capacity_table = capacities(runs)
