@@ -77,7 +77,7 @@ def linear_fit(x, y) -> LineFit:
         return LineFit(0.0, float(y[0]), math.nan, error, error)
     design = np.stack([x, np.ones_like(x)], axis=1)
     (slope, intercept), *_ = np.linalg.lstsq(design, y, rcond=None)
-    from scipy.stats import linregress  # here, not at the top: scipy.stats costs ~1.5 s per step process that never fits
+    from scipy.stats import linregress  # not at the top: scipy.stats takes ~1.5 CPU-s to import, and most step processes never fit
 
     errors = linregress(x, y) if x.size > 2 else None
     return LineFit(float(slope), float(intercept), r_squared(y, slope * x + intercept),

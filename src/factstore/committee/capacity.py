@@ -38,7 +38,7 @@ def extrapolate_in_inverse_n(n_values, capacities) -> InverseNFit:
     x, y = 1.0 / n_values[finite], capacities[finite]
     if x.size < 2:
         raise ValueError(f"the 1/N line needs two finite capacities, got {x.size}")
-    from scipy.stats import linregress  # scipy.stats imported where used: ~1.5 CPU-s per step process that never fits
+    from scipy.stats import linregress  # not at the top: scipy.stats takes ~1.5 CPU-s to import, and most step processes never fit
 
     fit = linregress(x, y)
     if x.size == 2:  # a line through two points: exact, no residual to estimate an error from
@@ -61,7 +61,7 @@ def crossing_standard_error(alphas, embedded: np.ndarray, resamples: int = 400, 
     indices = np.arange(data.shape[0])
     if not np.isfinite(crossing(indices)):
         return np.nan
-    from scipy.stats import bootstrap  # scipy.stats imported where used: ~1.5 CPU-s per step process that never fits
+    from scipy.stats import bootstrap  # not at the top: scipy.stats takes ~1.5 CPU-s to import, and most step processes never fit
 
     outcome = bootstrap((indices,), crossing, n_resamples=resamples, vectorized=False, method="percentile",
                         rng=np.random.default_rng(seed))

@@ -187,7 +187,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     (two-layer tree vs one-layer K = 3 tree, same solver, both at their largest N), fc_runs (the fully connected runs, fc_l<layers>_<solver>; per depth the best solver's CpW is read), epoch_sweep {n, runs: [[run, epochs], ...]} (K = 3
     back-propagation on identical instances with different epoch budgets).
     """
-    from scipy.stats import linregress  # here, not at the top: the training steps of this module never fit
+    from scipy.stats import linregress  # not at the top: scipy.stats takes ~1.5 CPU-s to import, and most step processes never fit
 
     runs = concat_tables(inputs, "embedding_")
     fractions = embedded_fractions(runs)

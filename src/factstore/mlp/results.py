@@ -115,6 +115,8 @@ def ustar_capacity_ratios(table: pd.DataFrame) -> pd.DataFrame:
     log W on log F over the F it stores (scipy.stats.linregress; at least two F), interpolated when
     W* lies within its measured W, extrapolated otherwise (`kind`). Columns kappa, W, F_ntk,
     F_ustar, ratio = F_ustar / F_ntk, kind; kappas where the NTK stores nothing are left out."""
+    from scipy.stats import linregress  # not at the top: scipy.stats takes ~1.5 CPU-s to import, and most step processes never fit
+
     pair = seed_means(table[table.method.isin(["ntk", "ntk_ustar"])], ["method", "kappa", "F"])
     rows = []
     for kappa, group in pair.groupby("kappa"):
@@ -123,8 +125,6 @@ def ustar_capacity_ratios(table: pd.DataFrame) -> pd.DataFrame:
         if ntk.empty or ustar.F.nunique() < 2:
             continue
         budget, n_facts = float(ntk.n_params.iloc[-1]), int(ntk.F.iloc[-1])
-        from scipy.stats import linregress  # scipy.stats imported where used: ~1.5 CPU-s per step process that never fits
-
         fit = linregress(np.log(ustar.F.to_numpy(float)), np.log(ustar.n_params.to_numpy(float)))
         facts_ustar = float(np.exp((np.log(budget) - fit.intercept) / fit.slope))
         inside = ustar.n_params.min() <= budget <= ustar.n_params.max()
