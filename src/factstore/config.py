@@ -17,6 +17,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from factstore.io import read_yaml
+
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 
@@ -24,13 +26,8 @@ class ConfigError(ValueError):
     """The configuration breaks the schema or a cross-field rule; the message lists every problem."""
 
 
-# libyaml's loader where PyYAML was built with it (the same documents, ~10x faster): the schema
-# and the claims registry are read by every Snakemake start, and the pure-Python parser took ~1 s.
-FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_schema(path: Path = SCHEMA_PATH) -> dict:
-    return yaml.load(Path(path).read_text(), Loader=FAST_SAFE_LOADER)
+    return read_yaml(path)
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:

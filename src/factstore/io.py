@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from factstore.errors import DataProblem, UnsafeFile
 
@@ -153,6 +154,13 @@ def write_text(text: str, path: str | os.PathLike) -> None:
 
 def read_json(path: str | os.PathLike) -> Any:
     return json.loads(Path(path).read_text())
+
+
+def read_yaml(path: str | os.PathLike) -> Any:
+    """A project file in YAML (the safe subset), read with libyaml's loader where PyYAML was built
+    with it: the same documents ~10x faster. Every Snakemake start reads the config schema and the
+    claims registry (~140 kB), which took ~1 s with the pure-Python loader."""
+    return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def write_figure(figure, path: str | os.PathLike) -> Path:
