@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from factstore.statistics import first_crossing_below
+from factstore.statistics import first_crossing_below, linear_fit
 
 
 class InverseNFit(NamedTuple):
@@ -31,19 +31,18 @@ class InverseNFit(NamedTuple):
 
 
 def extrapolate_in_inverse_n(n_values, capacities) -> InverseNFit:
-    """Line through (1 / N, alpha_c(N)) by scipy.stats.linregress; needs >= 2 finite points."""
+    """Line through (1 / N, alpha_c(N)) by least squares (`statistics.linear_fit`); needs >= 2
+    finite points."""
     n_values = np.asarray(n_values, dtype=float)
     capacities = np.asarray(capacities, dtype=float)
     finite = np.isfinite(capacities)
     x, y = 1.0 / n_values[finite], capacities[finite]
     if x.size < 2:
         raise ValueError(f"the 1/N line needs two finite capacities, got {x.size}")
-    from scipy.stats import linregress  # not at the top: scipy.stats takes ~1.5 CPU-s to import, and most step processes never fit
-
-    fit = linregress(x, y)
+    fit = linear_fit(x, y)
     if x.size == 2:  # a line through two points: exact, no residual to estimate an error from
-        return InverseNFit(float(fit.intercept), np.nan, float(fit.slope), np.nan, np.nan)
-    return InverseNFit(float(fit.intercept), float(fit.intercept_stderr), float(fit.slope), float(fit.stderr), float(fit.rvalue**2))
+        return InverseNFit(fit.intercept, np.nan, fit.slope, np.nan, np.nan)
+    return InverseNFit(fit.intercept, fit.intercept_se, fit.slope, fit.slope_se, fit.r2)
 
 
 def crossing_standard_error(alphas, embedded: np.ndarray, resamples: int = 400, seed: int = 0) -> float:

@@ -20,7 +20,7 @@ from factstore.committee import architectures, backprop, capacity, fc_least_acti
 from factstore.device import derived_generator
 from factstore.io import concat_tables, read_table
 from factstore.metrics import MetricsTable
-from factstore.statistics import first_crossing_below
+from factstore.statistics import first_crossing_below, power_law_fit
 
 SOLVERS = ("backprop", "least_action", "lp")
 
@@ -187,8 +187,6 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     (two-layer tree vs one-layer K = 3 tree, same solver, both at their largest N), fc_runs (the fully connected runs, fc_l<layers>_<solver>; per depth the best solver's CpW is read), epoch_sweep {n, runs: [[run, epochs], ...]} (K = 3
     back-propagation on identical instances with different epoch budgets).
     """
-    from scipy.stats import linregress  # not at the top: scipy.stats takes ~1.5 CPU-s to import, and most step processes never fit
-
     runs = concat_tables(inputs, "embedding_")
     fractions = embedded_fractions(runs)
     capacity_table = capacities(runs)
@@ -331,18 +329,18 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     }
     for column, (exponent_name, r2_name, meaning) in readings.items():
         if (per_o[column] > 0).all() and len(per_o) >= 3:
-            fit = linregress(np.log(per_o.outputs), np.log(per_o[column]))
-            metrics.add(exponent_name, fit.slope, f"{meaning} ~ O^exponent over O = {o_values}, prefactor {math.exp(fit.intercept):.3g}",
-                        standard_error=fit.stderr)
-            metrics.add(r2_name, fit.rvalue**2, f"R^2 of the line in (log O, log {column})")
+            fit = power_law_fit(per_o.outputs, per_o[column])
+            metrics.add(exponent_name, fit.exponent, f"{meaning} ~ O^exponent over O = {o_values}, prefactor {fit.prefactor:.3g}",
+                        standard_error=fit.exponent_se)
+            metrics.add(r2_name, fit.r2, f"R^2 of the line in (log O, log {column})")
         else:
             metrics.add(exponent_name, math.nan, f"{meaning}: not positive at every O of {o_values} (or < 3 O): no power law fitted")
             metrics.add(r2_name, math.nan, "no fit")
     upper = per_o[per_o.outputs >= per_o.outputs.median()]
     if len(upper) >= 3 and (upper.above_chance > 0).all():
-        fit = linregress(np.log(upper.outputs), np.log(upper.above_chance))
-        metrics.add("multi_output_exponent_upper_half", fit.slope, f"acc - 1/2 over the larger half of O = {upper.outputs.tolist()} (reported, not checked)",
-                    standard_error=fit.stderr)
+        fit = power_law_fit(upper.outputs, upper.above_chance)
+        metrics.add("multi_output_exponent_upper_half", fit.exponent, f"acc - 1/2 over the larger half of O = {upper.outputs.tolist()} (reported, not checked)",
+                    standard_error=fit.exponent_se)
     metrics.add("multi_output_saturated_fraction", per_o.saturated.mean(),
                 f"fraction of O whose run stopped saturated (no gain for `patience` epochs) before max_epochs; unsaturated: "
                 f"{per_o.outputs[~per_o.saturated].tolist()}")

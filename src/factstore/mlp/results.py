@@ -19,6 +19,7 @@ import pandas as pd
 from factstore.facts import FactSet
 from factstore.mlp.capacity import WidthSearch
 from factstore.mlp.scaling import random_map_bits
+from factstore.statistics import linear_fit
 
 TABLE_COLUMNS = [
     "experiment", "method", "degree", "d", "F", "replicate", "kappa", "alpha", "target", "width", "n_params",
@@ -112,11 +113,9 @@ def ustar_capacity_ratios(table: pd.DataFrame) -> pd.DataFrame:
     """Per kappa: the U* gain as a capacity ratio at a FIXED parameter budget, beside ustar_gains'
     parameter ratio at fixed F. The budget W* is the NTK's seed-mean W at the largest F it stores
     (in every seed), F_ntk; F_ustar(W*) is read off NTK + U*'s W(F) line, a least-squares fit of
-    log W on log F over the F it stores (scipy.stats.linregress; at least two F), interpolated when
+    log W on log F over the F it stores (`statistics.linear_fit`; at least two F), interpolated when
     W* lies within its measured W, extrapolated otherwise (`kind`). Columns kappa, W, F_ntk,
     F_ustar, ratio = F_ustar / F_ntk, kind; kappas where the NTK stores nothing are left out."""
-    from scipy.stats import linregress  # not at the top: scipy.stats takes ~1.5 CPU-s to import, and most step processes never fit
-
     pair = seed_means(table[table.method.isin(["ntk", "ntk_ustar"])], ["method", "kappa", "F"])
     rows = []
     for kappa, group in pair.groupby("kappa"):
@@ -125,7 +124,7 @@ def ustar_capacity_ratios(table: pd.DataFrame) -> pd.DataFrame:
         if ntk.empty or ustar.F.nunique() < 2:
             continue
         budget, n_facts = float(ntk.n_params.iloc[-1]), int(ntk.F.iloc[-1])
-        fit = linregress(np.log(ustar.F.to_numpy(float)), np.log(ustar.n_params.to_numpy(float)))
+        fit = linear_fit(np.log(ustar.F.to_numpy(float)), np.log(ustar.n_params.to_numpy(float)))
         facts_ustar = float(np.exp((np.log(budget) - fit.intercept) / fit.slope))
         inside = ustar.n_params.min() <= budget <= ustar.n_params.max()
         rows.append((kappa, budget, n_facts, facts_ustar, facts_ustar / n_facts, "interpolated" if inside else "extrapolated"))
