@@ -250,6 +250,26 @@ def test_fewrel_encoding_marks_head_and_tail(fewrel_table, tokenizer):
         assert (row == fewrel.HEAD_CLOSE).sum() == 1 and (row == fewrel.TAIL_CLOSE).sum() == 1
 
 
+def test_fine_tuning_depends_on_its_generator_not_on_the_global_random_state():
+    """Dropout and the classifier's initialisation are drawn under a seed from the call's own
+    generator: a different global state before the call (other fine-tunes run first in the same
+    job) changes nothing, and the global state is left as it was."""
+    pretrained = mlm.small_bert(40, 16, 2, 2, 32, 12, seed=0, dropout=0.5)
+    ids = torch.randint(5, 40, (16, 10), generator=torch.Generator().manual_seed(0))
+    data = (ids, torch.tensor([[1, 3]] * 16), torch.arange(16) % 2)
+
+    def fine_tuned_weights(global_seed: int) -> dict[str, torch.Tensor]:
+        encoder = fewrel.one_block_encoder(pretrained)
+        torch.manual_seed(global_seed)
+        before = torch.random.get_rng_state()
+        fewrel.fine_tune_diluted(encoder, data, data, 0.5, 2, 6, 4, 1e-2, torch.Generator().manual_seed(7), torch.device("cpu"))
+        assert torch.equal(torch.random.get_rng_state(), before)
+        return encoder.state_dict()
+
+    first, second = fine_tuned_weights(1), fine_tuned_weights(2)
+    assert all(torch.equal(first[name], second[name]) for name in first)
+
+
 # -- the BERT pipeline on a handful of paragraphs -----------------------------------------------
 
 
@@ -320,10 +340,15 @@ def test_fewrel_step_reports_its_split_and_dilutes_the_block(tmp_path, fewrel_ta
     path.write_bytes(mlm.state_bytes(mlm.model_payload(model, vocabulary=vocabulary)))
     sentences = tmp_path / "fewrel.csv"
     fewrel_table.to_csv(sentences, index=False)
-    params = {"sweep": "labels", "settings": [[2, 5], [3, 5]], "rates": [0, 0.8], "seeds": 1, "seed": 0, "steps": 2,
-              "batch_size": 4, "learning_rate": 1e-3, "max_length": 48}
-    table = steps.fewrel_dilution(params, {"model": path, "sentences": sentences}, Context)["table"]
-    assert len(table) == 4 and set(table.source) == {"fewrel_val_wiki"}
+    params = {"sweeps": {"labels": [[2, 5], [3, 5]], "samples": [[2, 5], [2, 7]]}, "rates": [0, 0.8], "seeds": 1, "seed": 0,
+              "steps": 2, "batch_size": 4, "learning_rate": 1e-3, "max_length": 48}
+    tables = steps.fewrel_dilution(params, {"model": path, "sentences": sentences}, Context)
+    table, samples = tables["labels"], tables["samples"]
+    assert len(table) == 4 and set(table.source) == {"fewrel_val_wiki"} and set(table.sweep) == {"labels"}
+    # the shared setting (2 x 5) is fine-tuned once and lands in both sweeps' tables, the same rows
+    shared = [t[(t.n_labels == 2) & (t.per_label == 5)].drop(columns="sweep").reset_index(drop=True) for t in (table, samples)]
+    pd.testing.assert_frame_equal(*shared)
+    assert samples.per_label.tolist() == [5, 5, 7, 7] and set(samples.sweep) == {"samples"}
     assert np.allclose(table.zero_fraction, table.rate, atol=0.01)
     assert (table.test_size == table.n_labels * 70).all()
     assert table.unknown_token_fraction.between(0, 0.5).all()

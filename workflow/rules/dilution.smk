@@ -103,26 +103,25 @@ rule dilution_prune_bert:
 
 
 rule dilution_fewrel:
+    """Both FewRel sweeps in one job, so that the setting they share is fine-tuned once."""
     output:
-        table="results/dilution/fewrel_{sweep}.csv",
-    wildcard_constraints:
-        sweep="labels|samples",
+        **{sweep: f"results/dilution/fewrel_{sweep}.csv" for sweep in DILUTION_FEWREL_SETTINGS},
     input:
         model=rules.dilution_pretrain.output.model.format(subset=DILUTION_FEWREL["pretrained_subset"]),
         sentences=DATA_TABLES["fewrel_sentences"],
         code=step_code("dilution"),
     params:
         step="dilution.fewrel_dilution",
-        json=lambda w: as_json(
+        json=as_json(
             {k: DILUTION_FEWREL[k] for k in ("rates", "seeds", "steps", "batch_size", "learning_rate", "max_length")},
-            sweep=w.sweep, settings=DILUTION_FEWREL_SETTINGS[w.sweep], seed=DILUTION["seed"],
+            sweeps=DILUTION_FEWREL_SETTINGS, seed=DILUTION["seed"],
         ),
         io=runner_io,
     threads: config["threads"]
     resources:
         gpu=1,
     log:
-        "logs/dilution/fewrel_{sweep}.log",
+        "logs/dilution/fewrel.log",
     shell:
         STEP
 
@@ -137,7 +136,7 @@ DILUTION_PRETRAIN_LOGS = {
     f"log_{subset}": rules.dilution_pretrain.output.log.format(subset=subset) for subset in ("few", "many")
 }
 DILUTION_FEWREL_TABLES = {
-    f"fewrel_{sweep}": rules.dilution_fewrel.output.table.format(sweep=sweep) for sweep in DILUTION_FEWREL_SETTINGS
+    f"fewrel_{sweep}": rules.dilution_fewrel.output[sweep] for sweep in DILUTION_FEWREL_SETTINGS
 }
 DILUTION_SUMMARY_PARAMS = {
     key: DILUTION[key] for key in ("archetype_tolerance", "bert_tolerance", "fewrel_tolerance")

@@ -155,13 +155,29 @@ def fine_tune_diluted(
     embeddings trained too; return {test_accuracy, train_accuracy, zero_fraction}.
 
     train, test: (input ids (B, L), marker positions (B, 2), labels (B,)). `encoder` is modified.
+
+    The classifier's initialisation and the dropout masks come from torch's global generator,
+    seeded from `generator` for this call and restored after it: the result depends on the
+    generator alone, not on what ran before in the process (so settings can be run in any order,
+    in one job or in several).
     """
     weights = block_weights(encoder)
     prune_by_magnitude(weights, rate)
-    state = torch.random.get_rng_state()
-    torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
-    model = RelationClassifier(encoder, encoder.config.hidden_size, n_labels).to(device)
-    torch.random.set_rng_state(state)
+    seed = int(torch.randint(2**31, (1,), generator=generator))
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        model = RelationClassifier(encoder, encoder.config.hidden_size, n_labels).to(device)
+        _fine_tune(model, train, steps, batch_size, learning_rate, generator, device, rate)
+    return {
+        "test_accuracy": accuracy(model, test, device),
+        "train_accuracy": accuracy(model, train, device),
+        "zero_fraction": zero_fraction(weights),
+    }
+
+
+def _fine_tune(model: RelationClassifier, train: tuple[torch.Tensor, torch.Tensor, torch.Tensor], steps: int,
+               batch_size: int, learning_rate: float, generator: torch.Generator, device: torch.device, rate: float) -> None:
+    """AdamW (weight decay 0.01) on the cross-entropy for `steps` minibatches, epochs of shuffled data."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(trainable, lr=learning_rate, weight_decay=0.01)
     ids, markers, labels = train
@@ -178,11 +194,6 @@ def fine_tune_diluted(
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
-    return {
-        "test_accuracy": accuracy(model, test, device),
-        "train_accuracy": accuracy(model, train, device),
-        "zero_fraction": zero_fraction(weights),
-    }
 
 
 @torch.no_grad()

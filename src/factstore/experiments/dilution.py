@@ -194,20 +194,26 @@ def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
 
 def fewrel_dilution(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Test accuracy of BERT-1 fine-tuned on FewRel vs the dilution rate of its block, for each
-    (labels, samples per label) setting of one sweep.
+    (labels, samples per label) setting of each sweep: one table per sweep.
+
+    A setting that two sweeps share (the labels sweep's 4 x 100 is the samples sweep's first) is
+    fine-tuned once: its data and generators depend on the setting, seed and rate only, so both
+    tables get the same rows (sweep column aside) that two separate runs would.
 
     inputs: model (dilution.pretrain; BERT-1 = its embeddings and first block), sentences (the data
-    layer's FewRel table). params: sweep, settings [[n_labels, per_label], ...], rates, seeds, seed,
+    layer's FewRel table). params: sweeps {sweep: [[n_labels, per_label], ...]}, rates, seeds, seed,
     steps (fine-tuning minibatches, the same for every setting), batch_size, learning_rate, max_length.
+    Returns {sweep: table}.
     """
     sentences = read_table(inputs["sentences"])
     source = ",".join(sorted(sentences["source"].unique())) if "source" in sentences else "unknown"
     tokenizer = mlm.wordpiece_tokenizer()
     payload = _load_payload(inputs["model"])
     pretrained, lookup = mlm.load_model(payload), payload["vocabulary"].lookup(tokenizer.vocab_size)
-    rows = []
-    jobs = [(n_labels, per_label, seed) for n_labels, per_label in params["settings"] for seed in range(params["seeds"])]
-    for n_labels, per_label, seed in tqdm(jobs, desc=f"fewrel {params['sweep']}", mininterval=5):  # one line per setting and seed
+    settings = list(dict.fromkeys(tuple(setting) for sweep in params["sweeps"].values() for setting in sweep))
+    results: dict[tuple[int, int], list[dict]] = {setting: [] for setting in settings}
+    jobs = [(n_labels, per_label, seed) for n_labels, per_label in settings for seed in range(params["seeds"])]
+    for n_labels, per_label, seed in tqdm(jobs, desc="fewrel", mininterval=5):  # one line per setting and seed
         rng = np.random.default_rng([params["seed"], n_labels, per_label, seed])
         train, test = fewrel.label_subset(sentences, n_labels, per_label, rng)
         (train_ids, train_markers), (test_ids, test_markers) = (fewrel.encode(t, tokenizer, params["max_length"]) for t in (train, test))
@@ -222,10 +228,14 @@ def fewrel_dilution(params: dict, inputs: dict[str, Path], context) -> dict[str,
                 params["batch_size"], params["learning_rate"],
                 derived_generator(params["seed"], "fewrel", n_labels, per_label, seed, rate), context.device,
             )
-            rows.append({"sweep": params["sweep"], "n_labels": n_labels, "per_label": per_label, "seed": seed, "rate": rate,
-                         "train_size": len(train), "test_size": len(test), "source": source, "steps": params["steps"],
-                         "unknown_token_fraction": unknown, **result})
-    return {"table": pd.DataFrame(rows)}
+            results[(n_labels, per_label)].append(
+                {"n_labels": n_labels, "per_label": per_label, "seed": seed, "rate": rate,
+                 "train_size": len(train), "test_size": len(test), "source": source, "steps": params["steps"],
+                 "unknown_token_fraction": unknown, **result})
+    return {
+        sweep: pd.DataFrame([{"sweep": sweep} | row for setting in sweep_settings for row in results[tuple(setting)]])
+        for sweep, sweep_settings in params["sweeps"].items()
+    }
 
 
 def max_dilutions(curves: pd.DataFrame, keys: list[str], accuracy: str, tolerance: float) -> pd.DataFrame:
