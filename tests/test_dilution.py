@@ -19,6 +19,7 @@ from factstore.dilution import archetypes as toy
 from factstore.dilution import fewrel, mlm
 from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, prune_by_magnitude, zero_fraction
 from factstore.experiments import dilution as steps
+from factstore.io import load_tensors
 
 
 @pytest.fixture(scope="module")
@@ -307,13 +308,20 @@ def test_bert_pipeline_pretrains_resumes_from_its_checkpoint_and_prunes(tmp_path
         if payload["step"] == 4:
             raise Interrupted
 
+    torch.manual_seed(0)  # what the step runner does at a process's start (dropout draws from it)
+    uninterrupted = steps.pretrain(params | {"checkpoint": str(tmp_path / "other.pt")}, {"paragraphs": paragraphs}, Context)
     monkeypatch.setattr(mlm, "save_atomically", save_then_stop)
+    torch.manual_seed(0)
     with pytest.raises(Interrupted):
         steps.pretrain(params, {"paragraphs": paragraphs}, Context)
     assert torch.load(checkpoint, weights_only=True)["step"] == 4
     monkeypatch.setattr(mlm, "save_atomically", saved)
+    torch.manual_seed(99)  # a new process, or other work in this one, before the resumption
     out = steps.pretrain(params, {"paragraphs": paragraphs}, Context)
     assert out["subset"]["resumed_from_step"] == 4 and not checkpoint.exists()
+    # the resumed run trained the same weights as the uninterrupted one (batches, optimiser and dropout masks)
+    resumed_state, uninterrupted_state = (load_tensors(o["model"])["state"] for o in (out, uninterrupted))
+    assert all(torch.equal(resumed_state[name], uninterrupted_state[name]) for name in resumed_state)
     assert out["log"].step.max() == 5 and out["subset"]["tokens"] >= 250
     model_path = tmp_path / "bert.pt"
     model_path.write_bytes(out["model"])

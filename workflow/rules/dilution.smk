@@ -54,6 +54,9 @@ rule dilution_pretrain:
         subset="results/dilution/subset_{subset}.json",
     wildcard_constraints:
         subset="few|many",
+    # pretraining (~300-430 CPU-s) -> FewRel (~500) is the run's longest chain: started when ready,
+    # not last (stop 38's run began it at minute 66 of 81, one core idle for the last ~8 minutes)
+    priority: 10
     input:
         paragraphs=DATA_TABLES["wikipedia_paragraphs"],
         code=step_code("dilution"),
@@ -104,6 +107,7 @@ rule dilution_prune_bert:
 
 rule dilution_fewrel:
     """Both FewRel sweeps in one job, so that the setting they share is fine-tuned once."""
+    priority: 10  # the end of the longest chain (dilution_pretrain)
     output:
         **{sweep: f"results/dilution/fewrel_{sweep}.csv" for sweep in DILUTION_FEWREL_SETTINGS},
     input:
