@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -39,3 +41,30 @@ def derived_generator(*parts: object, device: str | torch.device = "cpu") -> tor
 
     digest = hashlib.sha256(repr(parts).encode()).digest()
     return torch.Generator(device=device).manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+
+
+@contextmanager
+def seeded_global_generators(seed: int, device: str | torch.device = "cpu") -> Iterator[None]:
+    """Inside the block torch's global generators are seeded with `seed`; after it, the CPU's (and,
+    when `device` is CUDA, the CUDA devices') are restored. For draws that library code makes from
+    the global generators (module initialisation, dropout masks): they then depend on `seed`
+    alone, not on what ran before in the process."""
+    cuda = torch.device(device).type == "cuda"
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if cuda else []):
+        torch.manual_seed(seed)
+        yield
+
+
+def global_generator_states() -> dict:
+    """torch's global generator states (CPU, and every CUDA device's), e.g. for a checkpoint: a
+    resumed run that restores them (set_global_generator_states) draws what the uninterrupted one would."""
+    return {"cpu": torch.random.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_global_generator_states(states: dict | None) -> None:
+    """Restore global_generator_states() (None, e.g. from a checkpoint written before they were kept: nothing)."""
+    if states is None:
+        return
+    torch.random.set_rng_state(states["cpu"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from factstore.device import seeded_global_generators
 from factstore.dilution.pruning import prune_by_magnitude, zero_fraction
 from factstore.training import check_finite
 
@@ -164,8 +165,7 @@ def fine_tune_diluted(
     weights = block_weights(encoder)
     prune_by_magnitude(weights, rate)
     seed = int(torch.randint(2**31, (1,), generator=generator))
-    with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if device.type == "cuda" else []):
-        torch.manual_seed(seed)
+    with seeded_global_generators(seed, device):
         model = RelationClassifier(encoder, encoder.config.hidden_size, n_labels).to(device)
         _fine_tune(model, train, steps, batch_size, learning_rate, generator, device, rate)
     return {

@@ -23,6 +23,7 @@ from torch import nn
 from tqdm import tqdm
 
 from factstore import statistics
+from factstore.device import seeded_global_generators
 from factstore.io import atomic_path
 from factstore.training import check_finite
 
@@ -155,13 +156,8 @@ def small_bert(
         attention_probs_dropout_prob=dropout,
         attn_implementation="eager",
     )
-    state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        model = BertForMaskedLM(config)
-    finally:
-        torch.random.set_rng_state(state)
-    return model
+    with seeded_global_generators(seed):
+        return BertForMaskedLM(config)
 
 
 def masked_logits(model, input_ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

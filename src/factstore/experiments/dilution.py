@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from factstore.device import derived_generator
+from factstore.device import derived_generator, global_generator_states, set_global_generator_states
 from factstore.dilution import archetypes as toy
 from factstore.dilution import fewrel, mlm
 from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, prune_by_magnitude, zero_fraction
@@ -80,21 +80,6 @@ def _fingerprint(params: dict) -> str:
     return hashlib.sha256(json.dumps({k: v for k, v in params.items() if k != "checkpoint"}, sort_keys=True).encode()).hexdigest()
 
 
-def _dropout_state() -> dict:
-    """torch's global generator states (CPU, and each CUDA device's), which draw the dropout masks:
-    a checkpoint keeps them so that a resumed pretraining draws the masks the uninterrupted one would."""
-    return {"cpu": torch.random.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def _set_dropout_state(state: dict | None) -> None:
-    """Restore _dropout_state() (a checkpoint written before it was kept has none: nothing to restore)."""
-    if state is None:
-        return
-    torch.random.set_rng_state(state["cpu"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def pretrain(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Masked-LM pretraining of a small random-init BERT on one Wikipedia subset ('few' or 'many'
     paragraphs, about the same tokens). Checkpoints every checkpoint_every steps to
@@ -119,12 +104,12 @@ def pretrain(params: dict, inputs: dict[str, Path], context) -> dict[str, object
             model.to(context.device)
             optimiser.load_state_dict(saved["optimiser"])
             generator.set_state(saved["generator"])
-            _set_dropout_state(saved.get("dropout_state"))
+            set_global_generator_states(saved.get("dropout_state"))  # the dropout masks
             start, log = saved["step"], saved["log"]
 
     def checkpoint(step, optimiser):
         mlm.save_atomically({"fingerprint": fingerprint, "state": model.state_dict(), "optimiser": optimiser.state_dict(),
-                             "generator": generator.get_state(), "dropout_state": _dropout_state(), "step": step,
+                             "generator": generator.get_state(), "dropout_state": global_generator_states(), "step": step,
                              "log": list(log)}, checkpoint_path)
 
     mlm.train_mlm(model, chunks, special, vocabulary.mask, params["steps"], params["batch_size"],
