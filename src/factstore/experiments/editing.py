@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from factstore.device import derived_generator
+from factstore.device import derived_generator, seeded_global_generators
 from factstore.editing import editors
 from factstore.editing.corpus import Corpus, templated_corpus
 from factstore.editing.margins import Interval, mean_interval, mean_margin, score_margin
@@ -121,11 +121,11 @@ def train(params: dict, inputs: dict[str, Path], context) -> dict:
     expert = build_expert(fact_set, params, derived_generator(seed, "expert"), context.device)
     standalone = module_accuracy(expert, fact_set)
 
-    torch.manual_seed(seed)  # the trainable parts' initialisation
-    model = FactLanguageModel(embeddings, expert, mlp_input_scale=dim ** -0.5, **params["model"]).to(context.device)
-    every_fact = torch.arange(len(facts))
-    record = train_language_model(model, templated_corpus(vocabulary, authors, every_fact, seen),
-                                  LanguageTraining(**params["training"]), derived_generator(seed, "train"))
+    with seeded_global_generators(seed, context.device):  # the trainable parts' initialisation; restored after
+        model = FactLanguageModel(embeddings, expert, mlp_input_scale=dim ** -0.5, **params["model"]).to(context.device)
+        every_fact = torch.arange(len(facts))
+        record = train_language_model(model, templated_corpus(vocabulary, authors, every_fact, seen),
+                                      LanguageTraining(**params["training"]), derived_generator(seed, "train"))
     corpus = templated_corpus(vocabulary, authors, every_fact, range(len(TEMPLATES)))
     measured = evaluate(model, corpus)
     held = torch.isin(corpus.templates, torch.tensor(held_out))
