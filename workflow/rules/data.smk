@@ -52,6 +52,8 @@ rule fetch_fewrel:
 
 
 rule fetch_wikipedia:
+    priority: 10  # the head of the run's longest chain (-> prepare_wikipedia -> dilution_pretrain -> dilution_fewrel):
+    # Snakemake does not pass a rule's priority on to the jobs it waits for, so each link carries it
     output:
         file="data/raw/wikipedia_summaries.json",
         report="data/raw/wikipedia_summaries.json.source.json",
@@ -86,6 +88,7 @@ rule prepare_goodreads:
 
 
 rule prepare_wikipedia:
+    priority: 10  # the longest chain's second link (see fetch_wikipedia)
     input:
         summaries="data/raw/wikipedia_summaries.json",
         code=step_code("prepare"),

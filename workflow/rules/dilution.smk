@@ -54,8 +54,10 @@ rule dilution_pretrain:
         subset="results/dilution/subset_{subset}.json",
     wildcard_constraints:
         subset="few|many",
-    # pretraining (~300-430 CPU-s) -> FewRel (~500) is the run's longest chain: started when ready,
-    # not last (stop 38's run began it at minute 66 of 81, one core idle for the last ~8 minutes)
+    # pretraining (~230-430 CPU-s) -> FewRel (~350-500) ends the run's longest chain, which starts at
+    # fetch_wikipedia (every link has priority 10): stop 38's run began the pretraining at minute 66
+    # of 81, one core idle for the last ~8 minutes; stop 39's (priority on these two rules only) at
+    # minute 22, when prepare_wikipedia first ran
     priority: 10
     input:
         paragraphs=DATA_TABLES["wikipedia_paragraphs"],
