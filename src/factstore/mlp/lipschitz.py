@@ -19,6 +19,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from factstore.jacobians import jacobians, single_precision
 from factstore.mlp.modules import module_outputs
 
 
@@ -28,27 +29,24 @@ def _sample_rows(n_rows: int, n_samples: int, generator: torch.Generator | None)
 
 
 def jacobian_norms(module: nn.Module, inputs: Tensor) -> Tensor:
-    """(n,) spectral norms ||J_g(x)||_2 of the Jacobians (d_out, d_in) at each input row.
-
-    inputs: (n, d_in), cast to the module's dtype. Jacobians come from torch.func.jacrev
-    vectorised over the rows with vmap (one reverse pass per output coordinate, batched).
-    """
-    dtype = next(module.parameters()).dtype
-    jacobians = torch.func.vmap(torch.func.jacrev(module))(inputs.to(dtype))  # (n, d_out, d_in)
-    return torch.linalg.matrix_norm(jacobians.detach(), ord=2)
+    """(n,) spectral norms ||J_g(x)||_2 of the Jacobians (d_out, d_in) at each input row
+    (inputs: (n, d_in)), in the module's dtype."""
+    return torch.linalg.matrix_norm(jacobians(module, inputs), ord=2)
 
 
 def lipschitz_estimate(
     module: nn.Module, keys: Tensor, n_samples: int = 100, generator: torch.Generator | None = None,
     chunk_size: int | None = None,
 ) -> float:
-    """max over n_samples sampled keys k_i of ||J_g(k_i)||_2 (keys: (F, d_in)).
+    """max over n_samples sampled keys k_i of ||J_g(k_i)||_2 (keys: (F, d_in)), the Jacobians
+    taken in float32 (`single_precision`).
 
     chunk_size: Jacobians taken this many rows at a time (memory ~ chunk x d_out x hidden for a
     wide MLP); None: all sampled rows at once.
     """
     rows = _sample_rows(len(keys), n_samples, generator)
     chunk_size = chunk_size or len(rows)
+    module = single_precision(module)
     norms = [jacobian_norms(module, keys[rows[start : start + chunk_size]]) for start in range(0, len(rows), chunk_size)]
     return float(torch.cat(norms).max())
 

@@ -15,29 +15,32 @@ import math
 import torch
 from torch import Tensor, nn
 
+from factstore.jacobians import jacobians, single_precision
+
 
 def tangent_jacobian_norms(module: nn.Module, inputs: Tensor) -> Tensor:
     """(n,) spectral norms of J_g(x) P_x at each input row x, P_x = I - x x^T / ||x||^2.
 
-    inputs: (n, d_in), cast to the module's dtype. Jacobians (n, d_out, d_in) from torch.func.jacrev
-    vectorised with vmap.
+    inputs: (n, d_in), cast to the module's dtype; Jacobians (n, d_out, d_in) from
+    factstore.jacobians.jacobians.
     """
     dtype = next(module.parameters()).dtype
     inputs = inputs.to(dtype)
-    jacobians = torch.func.vmap(torch.func.jacrev(module))(inputs).detach()  # (n, d_out, d_in)
     unit = torch.nn.functional.normalize(inputs, dim=1)
     projector = torch.eye(inputs.shape[1], dtype=dtype) - unit.unsqueeze(2) * unit.unsqueeze(1)  # (n, d_in, d_in)
-    return torch.linalg.matrix_norm(jacobians @ projector, ord=2)
+    return torch.linalg.matrix_norm(jacobians(module, inputs) @ projector, ord=2)
 
 
 def tangent_lipschitz(module: nn.Module, keys: Tensor, n_samples: int, generator: torch.Generator,
                       chunk_size: int = 4) -> tuple[float, float, float]:
     """(Lip, Lip / RMS output norm, RMS output norm): Lip = max of tangent_jacobian_norms over
     min(n_samples, F) keys drawn without replacement (keys: (F, d_in), the unit keys the MLP
-    reads); the RMS output norm is over all keys. chunk_size rows at a time bound the memory of
-    a wide MLP's Jacobians."""
+    reads); the RMS output norm is over all keys. The Jacobians are taken in float32
+    (factstore.jacobians.single_precision); chunk_size rows at a time bound the memory of a
+    wide MLP's Jacobians."""
     rows = torch.randperm(len(keys), generator=generator)[: min(n_samples, len(keys))]
-    norms = torch.cat([tangent_jacobian_norms(module, keys[rows[start:start + chunk_size]])
+    single = single_precision(module)
+    norms = torch.cat([tangent_jacobian_norms(single, keys[rows[start:start + chunk_size]])
                        for start in range(0, len(rows), chunk_size)])
     dtype = next(module.parameters()).dtype
     with torch.no_grad():
