@@ -541,3 +541,26 @@ def test_figure_draws_the_theorem_as_a_lower_bound_under_every_point():
     c = lower_bound_constant(bound, capacity)
     assert all(c * b <= y + 1e-12 for b, y in zip(bound, capacity))
     assert any(c * b == pytest.approx(y) for b, y in zip(bound, capacity))  # the largest such c
+
+
+def test_heads_figure_bound_leaves_out_the_two_class_layer():
+    """At H d_v = 1 argmax reaches two classes, so its capacity (~1 example) is the labels', not
+    the layer's: the drawn lower bound takes c over H d_v >= 2, as the summary's fits do. With
+    H = 1 in, c would be ~1/8 and the bound would lie flat on the axis."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from factstore.plots.attention import heads
+
+    rows = [{"sweep": "heads", "value": h, "context": "shared", "d": 16, "heads": h, "d_head": 8, "d_value": 1,
+             "n_context": 8, "n_classes": 100, "capacity": capacity, "memorised_examples": capacity,
+             "theory_scale": 8 * h, "n_params": 1000 + 500 * h, "budget_limited": False}
+            for h, capacity in ((1, 1), (2, 64), (4, 160), (8, 256))]
+    params = {"training": {"target_accuracy": 1.0, "max_steps": 1000}, "budget_check": {"steps_factor": 4}}
+    figure = heads({"capacity": pd.DataFrame(rows)}, params)
+    bound = [line for line in figure.axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert len(bound) == 1
+    x, y = bound[0].get_data()
+    assert list(x) == [2, 4, 8]
+    assert list(y) == pytest.approx([4.0 * 16, 4.0 * 32, 4.0 * 64])  # c = min(64/16, 160/32, 256/64) = 4
+    plt.close(figure)

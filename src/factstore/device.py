@@ -51,7 +51,7 @@ def seeded_global_generators(seed: int, device: str | torch.device = "cpu") -> I
     alone, not on what ran before in the process."""
     cuda = torch.device(device).type == "cuda"
     with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if cuda else []):
-        torch.manual_seed(seed)
+        seed_everything(seed)
         yield
 
 

@@ -22,54 +22,58 @@ def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
 
     Filled markers: the largest N fitted to the target accuracy; open markers: max N x accuracy
     over the probed N. Dashed: the theorem's LOWER bound Omega(H min(n, d_h)) drawn as
-    c H min(n, d_h) with the largest c that keeps it below every measured capacity (c = min of
-    N* / (H min(n, d_h))): the measured capacities are compared with it as a lower bound, which
-    says nothing about saturation. Grey squares, right axis: trainable parameters.
+    c H min(n, d_h) with the largest c that keeps it below every measured capacity the summary
+    reads (c = min of N* / (H min(n, d_h)); the heads sweep leaves out H d_v < 2, where argmax
+    reaches two classes and the capacity is the labels', as the summary's fits do): the measured
+    capacities are compared with it as a lower bound, which says nothing about saturation.
+    Grey squares, right axis: trainable parameters. The legend sits outside, right of the axes.
     """
     points = capacity[capacity.sweep == sweep].sort_values("value")
     if points.empty:
         raise ValueError(f"the capacity table has no '{sweep}' sweep: add it to attention.sweeps in the config")
     kinds = [kind for kind in CONTEXT_LABELS if kind in set(points.context)]
     colours = style.palette([CONTEXT_LABELS[kind] for kind in kinds])
-    fig, axes = style.figure(width=5.6, height=4.2)
+    fig, axes = style.figure(width=9.0, height=4.2)  # the legend takes the right ~40%
     ax = axes[0][0]
     for kind in kinds:
         here = points[points.context == kind]
         colour = colours[CONTEXT_LABELS[kind]]
         x, y = here["value"].to_numpy(float), here["capacity"].to_numpy(float)
-        ax.plot(x, y, "o-", color=colour, label=f"{CONTEXT_LABELS[kind]}: capacity (fits target)")
+        ax.plot(x, y, "o-", color=colour, label=f"{CONTEXT_LABELS[kind]}: capacity (fits the target)")
         ax.plot(x, here["memorised_examples"], "o", mfc="none", color=colour, label=f"{CONTEXT_LABELS[kind]}: max N x accuracy")
+        # The heads fit and bound leave out H d_v < 2 (two reachable classes), as the summary does.
+        fitted = (here["heads"] * here["d_value"] >= 2).to_numpy() if sweep == "heads" else np.ones(len(x), bool)
         bound = here["theory_scale"].to_numpy(float)
-        scale = lower_bound_constant(bound, y)
-        ax.plot(x, scale * bound, color=colour, linestyle="--", linewidth=1.1,
-                label=rf"lower bound $c\,H\min(n, d_h)$ ($\Omega$ rate), largest $c$ below all points: {scale:.1f}")
+        scale = lower_bound_constant(bound[fitted], y[fitted])
+        over = " over H d_v >= 2" if not fitted.all() else ""
+        ax.plot(x[fitted], scale * bound[fitted], color=colour, linestyle="--", linewidth=1.1,
+                label=rf"{CONTEXT_LABELS[kind]}: lower bound $c\,H\min(n, d_h)$, $c$ = {scale:.2g}" + "\n"
+                      + f"(the largest below the points{over})")
         if "capacity_search" in here and here["budget_limited"].astype(bool).any():
             limited = here[here["budget_limited"].astype(bool)]
             ax.plot(limited["value"], limited["capacity_search"], "x", color=colour,
-                    label=f"{CONTEXT_LABELS[kind]}: budget-limited, capacity at the search's budget")
-        fitted = (here["heads"] * here["d_value"] >= 2).to_numpy() if sweep == "heads" else np.ones(len(x), bool)
-        x, y = x[fitted], y[fitted]  # the heads fit leaves out H d_v < 2 (two reachable classes), as the summary
+                    label=f"{CONTEXT_LABELS[kind]}: capacity at the search's budget (budget-limited)")
+        x, y = x[fitted], y[fitted]
         if sweep == "heads" and len(x) >= 2:
             fit = linear_fit(x, y)
             grid = np.linspace(0, x.max(), 50)
             ax.plot(grid, fit.slope * grid + fit.intercept, color=colour, linestyle=":", linewidth=1.1,
-                    label=f"linear fit over H d_v >= 2: {fit.slope:.0f} per head, $R^2$ = {fit.r2:.3f}")
+                    label=f"{CONTEXT_LABELS[kind]}: linear fit over H d_v >= 2, {fit.slope:.0f} per head, $R^2$ = {fit.r2:.3f}")
     if sweep == "d_head":
         style.theory_vline(ax, float(points["n_context"].iloc[0]), r"$d_h = n$", reference=True)
     ax.set_xlabel(AXIS_LABELS[sweep])
     ax.set_ylabel("memorisation capacity N* (examples)")
-    ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.35)  # headroom for the legend
+    ax.set_ylim(bottom=0)
 
     parameters = ax.twinx()
     counts = points.drop_duplicates("value")
     parameters.plot(counts["value"], counts["n_params"], "s:", color="0.5", ms=4, label="trainable parameters (right axis)")
     parameters.set_ylabel("trainable parameters W", color="0.4")
-    parameters.set_ylim(bottom=0, top=counts["n_params"].max() * 1.35)
+    parameters.set_ylim(bottom=0, top=counts["n_params"].max() * 1.1)
     parameters.grid(False)
     ax.set_xticks(sorted(points["value"].unique()))
     ax.set_xlim(0, points["value"].max() * 1.05)
-    handles, labels = (sum(pair, []) for pair in zip(*(a.get_legend_handles_labels() for a in (ax, parameters))))
-    ax.legend(handles, labels, loc="upper left", fontsize=7)
+    style.shared_legend(fig, [ax, parameters], fontsize=7)
     style.caption(fig, _fixed_caption(points, sweep, params))
     return fig
 
