@@ -17,6 +17,7 @@ rule data:
 
 
 rule fetch_file:
+    priority: 10  # among its files, FewRel's pid2name feeds prepare_fewrel, a link of the longest chain (see fetch_wikipedia); every fetch takes ~1 s
     output:
         file="data/raw/{source}.{ext}",
         report="data/raw/{source}.{ext}.source.json",
@@ -36,6 +37,7 @@ rule fetch_file:
 
 
 rule fetch_fewrel:
+    priority: 10  # FewRel's data joins the longest chain at dilution_fewrel (see fetch_wikipedia): stop 40's run began it at minute 38
     output:
         relations="data/raw/fewrel_relations.json",
         report="data/raw/fewrel_relations.json.source.json",
@@ -105,6 +107,7 @@ rule prepare_wikipedia:
 
 
 rule prepare_fewrel:
+    priority: 10  # the longest chain's FewRel link (see fetch_fewrel)
     input:
         relations="data/raw/fewrel_relations.json",
         report="data/raw/fewrel_relations.json.source.json",
