@@ -5,6 +5,7 @@ the tangent space of the sphere the Transformer feeds it)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -28,3 +29,14 @@ def jacobians(module: nn.Module, inputs: Tensor) -> Tensor:
     per output coordinate, batched)."""
     dtype = next(module.parameters()).dtype
     return torch.func.vmap(torch.func.jacrev(module))(inputs.to(dtype)).detach()
+
+
+def norms_in_float32(module: nn.Module, inputs: Tensor, norms: Callable[[nn.Module, Tensor], Tensor],
+                     chunk_size: int | None = None) -> Tensor:
+    """(n,) norms(single, rows) over the input rows (inputs: (n, d_in)), `chunk_size` rows at a
+    time (None: all at once), `single` one float32 copy of the module (`single_precision`) made
+    for all chunks. The Lipschitz estimates' shared loop: chunks bound the memory of a wide MLP's
+    Jacobians; `norms` is the estimate's own norm of its Jacobians (whole, or on a tangent space)."""
+    single = single_precision(module)
+    chunk_size = chunk_size or len(inputs)
+    return torch.cat([norms(single, inputs[start : start + chunk_size]) for start in range(0, len(inputs), chunk_size)])

@@ -19,7 +19,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from factstore.jacobians import jacobians, single_precision
+from factstore.jacobians import jacobians, norms_in_float32
 from factstore.mlp.modules import module_outputs
 
 
@@ -39,16 +39,13 @@ def lipschitz_estimate(
     chunk_size: int | None = None,
 ) -> float:
     """max over n_samples sampled keys k_i of ||J_g(k_i)||_2 (keys: (F, d_in)), the Jacobians
-    taken in float32 (`single_precision`).
+    taken in float32 (factstore.jacobians.norms_in_float32).
 
     chunk_size: Jacobians taken this many rows at a time (memory ~ chunk x d_out x hidden for a
     wide MLP); None: all sampled rows at once.
     """
     rows = _sample_rows(len(keys), n_samples, generator)
-    chunk_size = chunk_size or len(rows)
-    module = single_precision(module)
-    norms = [jacobian_norms(module, keys[rows[start : start + chunk_size]]) for start in range(0, len(rows), chunk_size)]
-    return float(torch.cat(norms).max())
+    return float(norms_in_float32(module, keys[rows], jacobian_norms, chunk_size).max())
 
 
 def pairwise_lipschitz_estimate(

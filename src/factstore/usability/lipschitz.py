@@ -15,7 +15,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from factstore.jacobians import jacobians, single_precision
+from factstore.jacobians import jacobians, norms_in_float32
 
 
 def tangent_jacobian_norms(module: nn.Module, inputs: Tensor) -> Tensor:
@@ -36,12 +36,10 @@ def tangent_lipschitz(module: nn.Module, keys: Tensor, n_samples: int, generator
     """(Lip, Lip / RMS output norm, RMS output norm): Lip = max of tangent_jacobian_norms over
     min(n_samples, F) keys drawn without replacement (keys: (F, d_in), the unit keys the MLP
     reads); the RMS output norm is over all keys. The Jacobians are taken in float32
-    (factstore.jacobians.single_precision); chunk_size rows at a time bound the memory of a
+    (factstore.jacobians.norms_in_float32); chunk_size rows at a time bound the memory of a
     wide MLP's Jacobians."""
     rows = torch.randperm(len(keys), generator=generator)[: min(n_samples, len(keys))]
-    single = single_precision(module)
-    norms = torch.cat([tangent_jacobian_norms(single, keys[rows[start:start + chunk_size]])
-                       for start in range(0, len(rows), chunk_size)])
+    norms = norms_in_float32(module, keys[rows], tangent_jacobian_norms, chunk_size)
     dtype = next(module.parameters()).dtype
     with torch.no_grad():
         rms = float(module(keys.to(dtype)).norm(dim=1).pow(2).mean().sqrt())
