@@ -13,6 +13,7 @@ import torch
 from factstore import claims
 from factstore.committee import architectures, backprop, capacity, fc_least_action, least_action, multi_output, patterns, polish, separability
 from factstore.committee.architectures import Architecture
+from factstore.experiments import committee as steps
 from factstore.statistics import first_crossing_below, power_law_fit
 from conftest import REPOSITORY
 
@@ -251,6 +252,32 @@ def test_solver_recovers_a_planted_committee_above_two_per_weight():
     embedded, _ = polish.polish(machine, final, x, y, mask, online.embedded, rounds=3)
     assert embedded.all()
     assert sum(separability.linearly_separable(x[b].numpy(), y[b].numpy()) for b in range(batch)) <= batch // 3
+
+
+def test_least_action_restarts_only_add_instances_and_are_reproducible():
+    """Restarts (fresh weights, order and noise) on the instances an attempt left unembedded: the
+    first attempt is the run without restarts, nothing it embedded is lost, the restarts embed
+    more here (K = 3, N = 45, alpha = 2.4, 30 epochs), each instance records the attempt that
+    embedded it, and the same generator gives the same result."""
+    n, batch = 45, 16
+    machine = Architecture("tree", n_inputs=n, hidden=3)
+    generator = torch.Generator().manual_seed(3)
+    x, y, mask = patterns.load_batch([patterns.patterns_for_load(2.4, n)] * batch, n, generator)
+    weights = architectures.initial_weights(machine, batch, generator)
+    settings = {"epochs": 30, "learning_rate": 1.0, "polish_rounds": 1, "choice_noise": 0.5}
+
+    def solve(restarts: int) -> dict:
+        return steps._least_action_with_restarts(machine, weights, x, y, mask, settings | {"restarts": restarts},
+                                                 torch.Generator().manual_seed(5))
+
+    once, restarted = solve(0), solve(3)
+    assert torch.equal(once["embedded_in_attempt"] >= 0, once["embedded"]) and (once["embedded_in_attempt"] <= 0).all()
+    assert torch.equal(restarted["embedded_in_attempt"] == 0, once["embedded"])
+    assert (restarted["embedded"] | ~once["embedded"]).all() and restarted["embedded"].sum() > once["embedded"].sum()
+    assert torch.equal(restarted["embedded_in_attempt"] >= 0, restarted["embedded"])
+    assert set(restarted["embedded_in_attempt"].tolist()) - {-1, 0, 1, 2, 3} == set()
+    again = solve(3)
+    assert all(torch.equal(torch.as_tensor(again[key]), torch.as_tensor(restarted[key])) for key in again)
 
 
 def test_polish_never_lowers_the_fraction_embedded_and_its_solutions_are_proofs():

@@ -20,10 +20,13 @@ COMMITTEE_RUNS = {
     for key in ("k1", "k3", "k5")
     for solver in COMMITTEE_TREE["solvers"][key]
 }
-# Depth: the 9 -> 3 -> output tree and the one-layer K = 3 tree, least action, on the same N and loads.
+# Depth: the 9 -> 3 -> output tree and the one-layer K = 3 tree, least action, on the same N and loads;
+# every depth run takes depth.least_action_restarts.
+COMMITTEE_DEPTH_LEAST_ACTION = COMMITTEE["least_action"] | {"restarts": COMMITTEE_DEPTH["least_action_restarts"]}
 COMMITTEE_RUNS["depth_tree"] = COMMITTEE_SHARED | {
     "architecture": {"kind": "tree", "hidden": COMMITTEE_DEPTH["tree"]["hidden"], "groups": COMMITTEE_DEPTH["tree"]["groups"]},
     "solver": "least_action", "n": COMMITTEE_DEPTH["tree"]["n"], "alphas": COMMITTEE_DEPTH["tree"]["alphas"],
+    "least_action": COMMITTEE_DEPTH_LEAST_ACTION,
 }
 # (instance_key: the reference learns the depth tree's patterns and labels.)
 COMMITTEE_RUNS["depth_reference"] = COMMITTEE_RUNS["depth_tree"] | {"architecture": {"kind": "tree", "hidden": 3}, "instance_key": "depth_tree"}
@@ -32,7 +35,7 @@ COMMITTEE_RUNS |= {
     f"fc_l{layers}_{solver}": COMMITTEE_SHARED | {
         "architecture": {"kind": "fc", "hidden": COMMITTEE_DEPTH["fc"]["hidden"], "layers": layers},
         "solver": solver, "n": [COMMITTEE_DEPTH["fc"]["n"]], "alphas": COMMITTEE_DEPTH["fc"]["alphas"],
-        "least_action": COMMITTEE["least_action"] | {"epochs": COMMITTEE_DEPTH["fc_least_action_epochs"]},
+        "least_action": COMMITTEE_DEPTH_LEAST_ACTION | {"epochs": COMMITTEE_DEPTH["fc_least_action_epochs"]},
     }
     for layers in COMMITTEE_DEPTH["fc"]["layers"]
     for solver in COMMITTEE_DEPTH["fc_solvers"]

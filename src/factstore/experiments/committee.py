@@ -33,7 +33,8 @@ def _architecture(spec: dict, n_inputs: int) -> architectures.Architecture:
 
 
 def _solve(solver: str, architecture, weights, x, y, mask, params: dict, generator) -> dict[str, torch.Tensor]:
-    """{embedded (B,) bool, epochs (B,), embedded_online (B,) bool, lp_solves ()} of one batch.
+    """{embedded (B,) bool, epochs (B,), embedded_online (B,) bool, lp_solves ()} of one batch, and
+    for least_action embedded_in_attempt (B,) (`_least_action_with_restarts`).
 
     embedded_online: what the iterative solver reached on its own (for least_action, before the LP
     polish); lp_solves: the LPs solved (0 for back-propagation)."""
@@ -45,22 +46,8 @@ def _solve(solver: str, architecture, weights, x, y, mask, params: dict, generat
         )
         embedded = result.embedded.cpu()
         return {"embedded": embedded, "epochs": result.epochs.cpu(), "embedded_online": embedded, "lp_solves": 0}
-    if solver == "least_action" and architecture.kind == "fc":
-        settings = params["least_action"]
-        result, final = fc_least_action.train_fc_least_action(
-            architecture, weights, x, y, mask, epochs=settings["epochs"], learning_rate=settings["learning_rate"],
-            choice_noise=settings["choice_noise"], generator=generator,
-        )
-        embedded, solves = fc_least_action.polish_fc(final, x, y, mask, result.embedded, settings["polish_rounds"])
-        return {"embedded": embedded, "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(), "lp_solves": solves}
     if solver == "least_action":
-        settings = params["least_action"]
-        result, final = least_action.train_least_action(
-            architecture, weights, x, y, mask, epochs=settings["epochs"], learning_rate=settings["learning_rate"],
-            choice_noise=settings["choice_noise"], generator=generator,
-        )
-        embedded, solves = polish.polish(architecture, final, x, y, mask, result.embedded, settings["polish_rounds"])
-        return {"embedded": embedded, "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(), "lp_solves": solves}
+        return _least_action_with_restarts(architecture, weights, x, y, mask, params["least_action"], generator)
     if solver == "lp":
         if architecture.kind != "tree" or architecture.hidden != 1:
             raise ValueError("the LP separability test is exact for the perceptron (tree with K = 1) only")
@@ -70,6 +57,43 @@ def _solve(solver: str, architecture, weights, x, y, mask, params: dict, generat
         return {"embedded": embedded, "epochs": torch.zeros(len(counts), dtype=torch.long), "embedded_online": embedded,
                 "lp_solves": len(counts)}
     raise ValueError(f"unknown solver {solver!r}: use one of {SOLVERS}")
+
+
+def _least_action_once(architecture, weights, x, y, mask, settings: dict, generator) -> dict[str, torch.Tensor]:
+    """One attempt: online least action (multilayer for fully connected machines), then its LP polish."""
+    training = dict(epochs=settings["epochs"], learning_rate=settings["learning_rate"],
+                    choice_noise=settings["choice_noise"], generator=generator)
+    if architecture.kind == "fc":
+        result, final = fc_least_action.train_fc_least_action(architecture, weights, x, y, mask, **training)
+        embedded, solves = fc_least_action.polish_fc(final, x, y, mask, result.embedded, settings["polish_rounds"])
+    else:
+        result, final = least_action.train_least_action(architecture, weights, x, y, mask, **training)
+        embedded, solves = polish.polish(architecture, final, x, y, mask, result.embedded, settings["polish_rounds"])
+    return {"embedded": embedded.cpu(), "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(), "lp_solves": solves}
+
+
+def _least_action_with_restarts(architecture, weights, x, y, mask, settings: dict, generator) -> dict[str, torch.Tensor]:
+    """Least action + polish, then `settings["restarts"]` further attempts on the instances still
+    unembedded, each from fresh Gaussian weights and a fresh order and noise (drawn from
+    `generator`, so reproducible). An instance counts as embedded when any attempt embeds it: each
+    solution found is a proof, so the fraction stays a certified lower bound. Adds
+    embedded_in_attempt (B,): the attempt that embedded it (0: the first), -1 if none; epochs and
+    LP solves are summed over attempts."""
+    solved = _least_action_once(architecture, weights, x, y, mask, settings, generator)
+    attempt = torch.where(solved["embedded"], 0, -1)
+    for restart in range(1, settings["restarts"] + 1):
+        left = torch.nonzero(~solved["embedded"]).squeeze(1)
+        if len(left) == 0:
+            break
+        fresh = architectures.initial_weights(architecture, len(left), generator, x.device)
+        index = left.to(x.device)
+        again = _least_action_once(architecture, fresh, x[index], y[index], mask[index], settings, generator)
+        solved["embedded"][left] = again["embedded"]
+        solved["embedded_online"][left] |= again["embedded_online"]
+        solved["epochs"][left] += again["epochs"]
+        solved["lp_solves"] += again["lp_solves"]
+        attempt[left[again["embedded"]]] = restart
+    return solved | {"embedded_in_attempt": attempt}
 
 
 def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
@@ -91,6 +115,7 @@ def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
         weights = architectures.initial_weights(architecture, len(batch_counts), generator, context.device)
         solved = _solve(params["solver"], architecture, weights, x, y, mask, params, generator)
         embedded, epochs, online = solved["embedded"], solved["epochs"], solved["embedded_online"]
+        attempts = solved.get("embedded_in_attempt", torch.where(embedded, 0, -1))
         for b, count in enumerate(batch_counts):
             alpha = params["alphas"][b // params["instances"]]
             rows.append({
@@ -99,6 +124,7 @@ def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
                 "weights": architecture.weight_count, "solver": params["solver"], "alpha": alpha,
                 "patterns": count, "instance": b % params["instances"], "embedded": bool(embedded[b]),
                 "embedded_online": bool(online[b]), "epochs": int(epochs[b]),
+                "embedded_in_attempt": int(attempts[b]),
             })
     return {"table": pd.DataFrame(rows)}
 
@@ -132,9 +158,11 @@ def multi_output(params: dict, inputs: dict[str, Path], context) -> dict[str, ob
 
 
 def embedded_fractions(runs: pd.DataFrame) -> pd.DataFrame:
-    """Fraction of instances embedded per (run, solver, N, alpha)."""
+    """Fraction of instances embedded per (run, solver, N, alpha), and by the first attempt alone
+    (least action's restarts excluded; the same for the other solvers)."""
     keys = ["run", "architecture", "kind", "hidden", "hidden_layers", "solver", "n", "weights", "alpha"]
-    return runs.groupby(keys, as_index=False).agg(fraction=("embedded", "mean"), instances=("embedded", "size"))
+    return (runs.assign(first_attempt=runs.embedded_in_attempt == 0).groupby(keys, as_index=False)
+            .agg(fraction=("embedded", "mean"), first_attempt_fraction=("first_attempt", "mean"), instances=("embedded", "size")))
 
 
 def capacities(runs: pd.DataFrame) -> pd.DataFrame:
@@ -269,6 +297,17 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
                     f"its 1/N intercept {best_line[0]:.3g} +- {best_line[2]:.2g} reported beside it",
                     standard_error=best.cpw_standard_error)
         metrics.add(best_extrapolated_name, best_line[0], f"{best.run}: {best_line[1]}", standard_error=best_line[2])
+
+    # What least action's restarts add: its first attempt alone at the largest N (reported).
+    first_attempts = runs[(runs.solver == "least_action") & (runs.kind == "tree")]
+    first_attempts = capacities(first_attempts.assign(embedded=first_attempts.embedded_in_attempt == 0))
+    for k in names:
+        here = first_attempts[first_attempts.run == f"tree_k{k}_least_action"].sort_values("n")
+        if len(here):
+            last = here.iloc[-1]
+            metrics.add(f"cpw_k{k}_least_action_first_attempt_largest_n", last.cpw,
+                        f"least action's first attempt alone (no restarts), N = {last.n}: what the restarts add is "
+                        f"cpw_k{k}_least_action_largest_n minus this", standard_error=last.cpw_standard_error)
 
     # The solver's share: CpW of the same K = 3 instances at one N after more and more epochs.
     sweep = params["epoch_sweep"]

@@ -15,7 +15,7 @@ from factstore.statistics import power_law_fit
 # The paper's simulations (seed 003) and the one-step RSB value they are compared with.
 PAPER_CPW = {1: 2.0, 3: 2.96, 5: 3.33}
 ONE_STEP_RSB = 3.0
-SOLVER_LABELS = {"backprop": "back-propagation (tanh, beta annealed)", "least_action": "least action + LP polish", "lp": "exact (LP)"}
+SOLVER_LABELS = {"backprop": "back-propagation (tanh, beta annealed)", "least_action": "least action + LP polish (restarts included)", "lp": "exact (LP)"}
 SOLVER_STYLES = {"backprop": "-", "least_action": "-.", "lp": ":"}  # theory lines are dashed
 
 
@@ -35,8 +35,14 @@ def fraction_embedded(tables: dict[str, pd.DataFrame], params: dict):
             curve = curve.sort_values("alpha")
             ax.plot(curve.alpha, curve.fraction, marker="o", ms=3, color=colours[f"N = {n}"],
                     linestyle=SOLVER_STYLES[solver], label=f"N = {n}")
+            if (curve.first_attempt_fraction != curve.fraction).any():  # least action's restarts added instances
+                ax.plot(curve.alpha, curve.first_attempt_fraction, color=colours[f"N = {n}"], linewidth=0.8, alpha=0.5,
+                        linestyle=SOLVER_STYLES[solver])
         for solver in here.solver.unique():
             ax.plot([], [], color="0.3", linestyle=SOLVER_STYLES[solver], label=SOLVER_LABELS[solver])
+        if (here.first_attempt_fraction != here.fraction).any():
+            ax.plot([], [], color="0.3", linewidth=0.8, alpha=0.5, linestyle=SOLVER_STYLES["least_action"],
+                    label="least action, first attempt alone")
         style.theory_vline(ax, PAPER_CPW[k], f"paper: {PAPER_CPW[k]:g}" if k != 1 else "perceptron: 2")
         if k > 1:
             style.theory_vline(ax, ONE_STEP_RSB, "one-step RSB ~ 3", reference=True)
@@ -56,7 +62,7 @@ def capacity_extrapolation(tables: dict[str, pd.DataFrame], params: dict):
     """
     table, lines = tables["capacity"], tables["extrapolation"]
     tree = table[table.run.str.startswith("tree_")].dropna(subset=["cpw"])
-    fig, axes = style.figure(width=5.2, height=4.0)
+    fig, axes = style.figure(width=8.0, height=4.0)
     ax = axes[0][0]
     colours = style.palette([f"K = {k}" for k in sorted(tree.hidden.unique())])
     x_max = 1.1 / tree.n.min() if len(tree) else 0.1
@@ -78,7 +84,7 @@ def capacity_extrapolation(tables: dict[str, pd.DataFrame], params: dict):
     ax.set_ylim(bottom=0)
     ax.set_xlabel("1 / N")
     ax.set_ylabel("capacity per weight (fraction embedded = 1/2)")
-    ax.legend(fontsize=6.5, loc="lower left", ncols=2)
+    style.shared_legend(fig, axes, fontsize=7)
     style.caption(fig, "points: certified lower bounds at each N; lines: CpW = a + b/N (reported, not checked: "
                        "for a solver-limited curve a is not a finite-size extrapolation)")
     return fig
