@@ -5,6 +5,7 @@ the tangent space of the sphere the Transformer feeds it)."""
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 
 import torch
@@ -40,3 +41,11 @@ def norms_in_float32(module: nn.Module, inputs: Tensor, norms: Callable[[nn.Modu
     single = single_precision(module)
     chunk_size = chunk_size or len(inputs)
     return torch.cat([norms(single, inputs[start : start + chunk_size]) for start in range(0, len(inputs), chunk_size)])
+
+
+def relative_to_output_rms(lipschitz: float, outputs: Tensor) -> tuple[float, float, float]:
+    """(Lip, Lip / RMS output norm, RMS output norm), the RMS of ||g(k_i)|| over the rows of
+    `outputs` (F, d_out): decoding does not depend on the output scale, so the ratio is the
+    scale-free Lipschitz constant the S0 studies compare (NaN when every output is zero)."""
+    rms = float(outputs.norm(dim=1).pow(2).mean().sqrt())
+    return lipschitz, lipschitz / rms if rms > 0 else math.nan, rms

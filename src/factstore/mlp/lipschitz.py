@@ -14,12 +14,11 @@ it does for a frozen MLP inside a Transformer.
 
 from __future__ import annotations
 
-import math
 
 import torch
 from torch import Tensor, nn
 
-from factstore.jacobians import jacobians, norms_in_float32
+from factstore.jacobians import jacobians, norms_in_float32, relative_to_output_rms
 from factstore.mlp.modules import module_outputs
 
 
@@ -73,5 +72,4 @@ def lipschitz_constants(
     version that can be compared across methods (see the module docstring).
     """
     lipschitz = lipschitz_estimate(module, keys, n_samples, generator, chunk_size)
-    rms = float(module_outputs(module, keys).norm(dim=1).pow(2).mean().sqrt())
-    return lipschitz, lipschitz / rms if rms > 0 else math.nan, rms
+    return relative_to_output_rms(lipschitz, module_outputs(module, keys))

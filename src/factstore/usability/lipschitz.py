@@ -10,12 +10,11 @@ scale-free version divides by the RMS output norm over all keys.
 
 from __future__ import annotations
 
-import math
 
 import torch
 from torch import Tensor, nn
 
-from factstore.jacobians import jacobians, norms_in_float32
+from factstore.jacobians import jacobians, norms_in_float32, relative_to_output_rms
 
 
 def tangent_jacobian_norms(module: nn.Module, inputs: Tensor) -> Tensor:
@@ -42,6 +41,4 @@ def tangent_lipschitz(module: nn.Module, keys: Tensor, n_samples: int, generator
     norms = norms_in_float32(module, keys[rows], tangent_jacobian_norms, chunk_size)
     dtype = next(module.parameters()).dtype
     with torch.no_grad():
-        rms = float(module(keys.to(dtype)).norm(dim=1).pow(2).mean().sqrt())
-    lipschitz = float(norms.max())
-    return lipschitz, lipschitz / rms if rms > 0 else math.nan, rms
+        return relative_to_output_rms(float(norms.max()), module(keys.to(dtype)))
