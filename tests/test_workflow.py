@@ -167,6 +167,19 @@ def test_changing_a_parameter_reruns_only_what_reads_it(smoke_run, tmp_path):
     assert not planned & {"assoc_trained", "assoc_hebbian", "assoc_rank", "fetch_file", "prepare_goodreads"}
 
 
+
+def test_a_solver_setting_reruns_only_the_runs_of_that_solver(smoke_run, tmp_path):
+    """Each committee run carries only its own solver's settings: least action's restarts rerun
+    the tree runs solved by least action (the depth runs take depth.least_action_restarts), not
+    back-propagation's or the LP's."""
+    changed = yaml.safe_load((smoke_run / SMOKE).read_text())
+    changed["committee"]["least_action"]["restarts"] += 1
+    path = tmp_path / "changed.yaml"
+    path.write_text(yaml.safe_dump(changed))
+    done = snakemake("-n", "all", "--configfile", str(path), cwd=smoke_run)
+    least_action_trees = sum("least_action" in solvers for solvers in changed["committee"]["tree"]["solvers"].values())
+    assert planned_rules(done.stdout).get("committee_embedding") == least_action_trees
+
 def test_the_slurm_profile_sends_every_gpu_rule_to_a_gpu():
     gpu_rules = set()
     for rules in (REPOSITORY / "workflow/rules").glob("*.smk"):

@@ -49,7 +49,12 @@ COMMITTEE_RUNS |= {
     }
     for epochs in COMMITTEE_SWEEP["epochs"]
 }
-COMMITTEE_RUNS = {name: spec | {"run": name} for name, spec in COMMITTEE_RUNS.items()}
+# Each run keeps only its own solver's settings: editing back-propagation's reruns only its runs,
+# and least action's only its runs.
+COMMITTEE_RUNS = {
+    name: {key: value for key, value in spec.items() if key not in ("backprop", "least_action") or key == spec["solver"]} | {"run": name}
+    for name, spec in COMMITTEE_RUNS.items()
+}
 
 
 rule committee:
