@@ -45,6 +45,8 @@ def smoke():
         (lambda c: c["assoc"].pop("rank"), "assoc: missing key 'rank'"),
         (lambda c: c["assoc"].update(spectrum_d=1024), "assoc.spectrum_d = 1024: must be one of assoc.trained.d"),
         (lambda c: c["assoc"]["rank"].update(check_kappa=0.3), "assoc.rank.check_kappa = 0.3: must be one of assoc.rank.kappa"),
+        (lambda c: c["committee"]["depth"]["fc"]["alphas"].pop("function_search"),
+         "committee.depth.fc.alphas has no grid of loads for the solver 'function_search'"),
     ],
 )
 def test_bad_values_are_named(smoke, edit, message):

@@ -75,6 +75,11 @@ def cross_field_problems(config: dict[str, Any]) -> list[str]:
     if "check_kappa" in rank and rank["check_kappa"] not in rank.get("kappa", []):
         problems.append(f"assoc.rank.check_kappa = {rank['check_kappa']}: must be one of assoc.rank.kappa {rank.get('kappa')} "
                         "(the check retrains that rank run)")
+    depth = config.get("committee", {}).get("depth", {})
+    grids = depth.get("fc", {}).get("alphas", {})
+    for solver in depth.get("fc_solvers", []):
+        if solver not in grids:
+            problems.append(f"committee.depth.fc.alphas has no grid of loads for the solver {solver!r} of committee.depth.fc_solvers: give one")
     return problems
 
 

@@ -30,11 +30,13 @@ COMMITTEE_RUNS["depth_tree"] = COMMITTEE_SHARED | {
 }
 # (instance_key: the reference learns the depth tree's patterns and labels.)
 COMMITTEE_RUNS["depth_reference"] = COMMITTEE_RUNS["depth_tree"] | {"architecture": {"kind": "tree", "hidden": 3}, "instance_key": "depth_tree"}
-# Fully connected: fc_l<layers>_<solver> (least action: multilayer least action + one LP per unit).
+# Fully connected: fc_l<layers>_<solver> (least_action: multilayer least action + one LP per unit;
+# function_search: least action + LP polish through each function the upper layers realise),
+# each solver on its own grid of loads (config.cross_field_problems: one per solver).
 COMMITTEE_RUNS |= {
     f"fc_l{layers}_{solver}": COMMITTEE_SHARED | {
         "architecture": {"kind": "fc", "hidden": COMMITTEE_DEPTH["fc"]["hidden"], "layers": layers},
-        "solver": solver, "n": [COMMITTEE_DEPTH["fc"]["n"]], "alphas": COMMITTEE_DEPTH["fc"]["alphas"],
+        "solver": solver, "n": [COMMITTEE_DEPTH["fc"]["n"]], "alphas": COMMITTEE_DEPTH["fc"]["alphas"][solver],
         "least_action": COMMITTEE_DEPTH_LEAST_ACTION | {"epochs": COMMITTEE_DEPTH["fc_least_action_epochs"]},
     }
     for layers in COMMITTEE_DEPTH["fc"]["layers"]
@@ -50,9 +52,10 @@ COMMITTEE_RUNS |= {
     for epochs in COMMITTEE_SWEEP["epochs"]
 }
 # Each run keeps only its own solver's settings: editing back-propagation's reruns only its runs,
-# and least action's only its runs.
+# and least action's only its runs (the function search is least action: it reads those settings).
+COMMITTEE_SETTINGS_OF = {"backprop": "backprop", "least_action": "least_action", "function_search": "least_action", "lp": None}
 COMMITTEE_RUNS = {
-    name: {key: value for key, value in spec.items() if key not in ("backprop", "least_action") or key == spec["solver"]} | {"run": name}
+    name: {key: value for key, value in spec.items() if key not in ("backprop", "least_action") or key == COMMITTEE_SETTINGS_OF[spec["solver"]]} | {"run": name}
     for name, spec in COMMITTEE_RUNS.items()
 }
 
@@ -144,7 +147,7 @@ COMMITTEE_FIGURE_INPUTS = {
         "capacity": rules.committee_summary.output.capacity,
         "extrapolation": rules.committee_summary.output.extrapolation,
     },
-    "depth": {"capacity": rules.committee_summary.output.capacity},
+    "depth": {"capacity": rules.committee_summary.output.capacity, "fractions": rules.committee_summary.output.fractions},
     "multi_output": {"outputs": rules.committee_summary.output.outputs, "table": rules.committee_multi_output.output.table},
 }
 COMMITTEE_FIGURE_PARAMS = COMMITTEE_SUMMARY_PARAMS

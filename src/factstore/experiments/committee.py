@@ -16,13 +16,13 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from factstore.committee import architectures, backprop, capacity, fc_least_action, least_action, multi_output as many, patterns, polish, separability
+from factstore.committee import architectures, backprop, capacity, fc_least_action, least_action, multi_output as many, patterns, polish, separability, upper_functions
 from factstore.device import derived_generator
 from factstore.io import concat_tables, read_table
 from factstore.metrics import MetricsTable
 from factstore.statistics import first_crossing_below, power_law_fit
 
-SOLVERS = ("backprop", "least_action", "lp")
+SOLVERS = ("backprop", "least_action", "function_search", "lp")
 
 
 def _architecture(spec: dict, n_inputs: int) -> architectures.Architecture:
@@ -48,6 +48,8 @@ def _solve(solver: str, architecture, weights, x, y, mask, params: dict, generat
         return {"embedded": embedded, "epochs": result.epochs.cpu(), "embedded_online": embedded, "lp_solves": 0}
     if solver == "least_action":
         return _least_action_with_restarts(architecture, weights, x, y, mask, params["least_action"], generator)
+    if solver == "function_search":
+        return _function_search(architecture, weights, x, y, mask, params["least_action"], generator)
     if solver == "lp":
         if architecture.kind != "tree" or architecture.hidden != 1:
             raise ValueError("the LP separability test is exact for the perceptron (tree with K = 1) only")
@@ -59,11 +61,15 @@ def _solve(solver: str, architecture, weights, x, y, mask, params: dict, generat
     raise ValueError(f"unknown solver {solver!r}: use one of {SOLVERS}")
 
 
-def _least_action_once(architecture, weights, x, y, mask, settings: dict, generator) -> dict[str, torch.Tensor]:
-    """One attempt: online least action (multilayer for fully connected machines), then its LP polish."""
+def _least_action_once(architecture, weights, x, y, mask, settings: dict, generator, function=None) -> dict[str, torch.Tensor]:
+    """One attempt: online least action (multilayer for fully connected machines; through the fixed
+    upper-layer function `function` when one is given), then its LP polish."""
     training = dict(epochs=settings["epochs"], learning_rate=settings["learning_rate"],
                     choice_noise=settings["choice_noise"], generator=generator)
-    if architecture.kind == "fc":
+    if function is not None:
+        result, final = upper_functions.train_through_function(function, weights[0], x, y, mask, **training)
+        embedded, solves = upper_functions.polish_and_verify(function, final, x, y, mask, result.embedded, settings["polish_rounds"])
+    elif architecture.kind == "fc":
         result, final = fc_least_action.train_fc_least_action(architecture, weights, x, y, mask, **training)
         embedded, solves = fc_least_action.polish_fc(final, x, y, mask, result.embedded, settings["polish_rounds"])
     else:
@@ -72,14 +78,23 @@ def _least_action_once(architecture, weights, x, y, mask, settings: dict, genera
     return {"embedded": embedded.cpu(), "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(), "lp_solves": solves}
 
 
-def _least_action_with_restarts(architecture, weights, x, y, mask, settings: dict, generator) -> dict[str, torch.Tensor]:
+def _merge_attempt(solved: dict, left: torch.Tensor, again: dict) -> None:
+    """Fold a further attempt on the instances `left` (indices into solved's batch) into `solved`:
+    its embedded flags replace theirs (they were unembedded), epochs and LP solves add up."""
+    solved["embedded"][left] = again["embedded"]
+    solved["embedded_online"][left] |= again["embedded_online"]
+    solved["epochs"][left] += again["epochs"]
+    solved["lp_solves"] += again["lp_solves"]
+
+
+def _least_action_with_restarts(architecture, weights, x, y, mask, settings: dict, generator, function=None) -> dict[str, torch.Tensor]:
     """Least action + polish, then `settings["restarts"]` further attempts on the instances still
     unembedded, each from fresh Gaussian weights and a fresh order and noise (drawn from
     `generator`, so reproducible). An instance counts as embedded when any attempt embeds it: each
     solution found is a proof, so the fraction stays a certified lower bound. Adds
     embedded_in_attempt (B,): the attempt that embedded it (0: the first), -1 if none; epochs and
     LP solves are summed over attempts."""
-    solved = _least_action_once(architecture, weights, x, y, mask, settings, generator)
+    solved = _least_action_once(architecture, weights, x, y, mask, settings, generator, function)
     attempt = torch.where(solved["embedded"], 0, -1)
     for restart in range(1, settings["restarts"] + 1):
         left = torch.nonzero(~solved["embedded"]).squeeze(1)
@@ -87,13 +102,34 @@ def _least_action_with_restarts(architecture, weights, x, y, mask, settings: dic
             break
         fresh = architectures.initial_weights(architecture, len(left), generator, x.device)
         index = left.to(x.device)
-        again = _least_action_once(architecture, fresh, x[index], y[index], mask[index], settings, generator)
-        solved["embedded"][left] = again["embedded"]
-        solved["embedded_online"][left] |= again["embedded_online"]
-        solved["epochs"][left] += again["epochs"]
-        solved["lp_solves"] += again["lp_solves"]
+        again = _least_action_once(architecture, fresh, x[index], y[index], mask[index], settings, generator, function)
+        _merge_attempt(solved, left, again)
         attempt[left[again["embedded"]]] = restart
     return solved | {"embedded_in_attempt": attempt}
+
+
+def _function_search(architecture, weights, x, y, mask, settings: dict, generator) -> dict[str, object]:
+    """Least action + polish through each function the upper layers realise (`upper_functions`),
+    the committee first, each further function on the instances still unembedded from fresh
+    first-layer weights; restarts as `_least_action_with_restarts` within each function. Adds
+    upper_function: per instance the name of the function that embedded it ("" if none)."""
+    if architecture.kind != "fc":
+        raise ValueError("the function search solves fully connected machines; trees: least_action")
+    functions = upper_functions.realisable_functions(architecture.hidden, architecture.layers)
+    solved = _least_action_with_restarts(architecture, weights, x, y, mask, settings, generator, functions[0])
+    found_by = torch.where(solved["embedded"], 0, -1)
+    for number, function in enumerate(functions[1:], start=1):
+        left = torch.nonzero(~solved["embedded"]).squeeze(1)
+        if len(left) == 0:
+            break
+        fresh = architectures.initial_weights(architecture, len(left), generator, x.device)
+        index = left.to(x.device)
+        again = _least_action_with_restarts(architecture, fresh, x[index], y[index], mask[index], settings, generator, function)
+        _merge_attempt(solved, left, again)
+        solved["embedded_in_attempt"][left] = again["embedded_in_attempt"]
+        found_by[left[again["embedded"]]] = number
+    names = [functions[i].name if i >= 0 else "" for i in found_by.tolist()]
+    return solved | {"upper_function": names}
 
 
 def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
@@ -116,6 +152,7 @@ def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
         solved = _solve(params["solver"], architecture, weights, x, y, mask, params, generator)
         embedded, epochs, online = solved["embedded"], solved["epochs"], solved["embedded_online"]
         attempts = solved.get("embedded_in_attempt", torch.where(embedded, 0, -1))
+        upper_function = solved.get("upper_function", [""] * len(batch_counts))
         for b, count in enumerate(batch_counts):
             alpha = params["alphas"][b // params["instances"]]
             rows.append({
@@ -124,7 +161,7 @@ def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
                 "weights": architecture.weight_count, "solver": params["solver"], "alpha": alpha,
                 "patterns": count, "instance": b % params["instances"], "embedded": bool(embedded[b]),
                 "embedded_online": bool(online[b]), "epochs": int(epochs[b]),
-                "embedded_in_attempt": int(attempts[b]),
+                "embedded_in_attempt": int(attempts[b]), "upper_function": upper_function[b],
             })
     return {"table": pd.DataFrame(rows)}
 
@@ -158,11 +195,15 @@ def multi_output(params: dict, inputs: dict[str, Path], context) -> dict[str, ob
 
 
 def embedded_fractions(runs: pd.DataFrame) -> pd.DataFrame:
-    """Fraction of instances embedded per (run, solver, N, alpha), and by the first attempt alone
-    (least action's restarts excluded; the same for the other solvers)."""
+    """Fraction of instances embedded per (run, solver, N, alpha), by the first attempt alone (least
+    action's restarts excluded; the same for the other solvers), and for the function search the
+    fraction the committee (majority upper function) alone embedded (NaN for the other solvers)."""
     keys = ["run", "architecture", "kind", "hidden", "hidden_layers", "solver", "n", "weights", "alpha"]
-    return (runs.assign(first_attempt=runs.embedded_in_attempt == 0).groupby(keys, as_index=False)
-            .agg(fraction=("embedded", "mean"), first_attempt_fraction=("first_attempt", "mean"), instances=("embedded", "size")))
+    by_committee = (runs.upper_function == "majority").where(runs.solver == "function_search")
+    return (runs.assign(first_attempt=runs.embedded_in_attempt == 0, by_committee=by_committee.astype(float))
+            .groupby(keys, as_index=False)
+            .agg(fraction=("embedded", "mean"), first_attempt_fraction=("first_attempt", "mean"),
+                 committee_alone_fraction=("by_committee", "mean"), instances=("embedded", "size")))
 
 
 def capacities(runs: pd.DataFrame) -> pd.DataFrame:
@@ -342,6 +383,14 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         for r in group.itertuples():
             metrics.add(f"depth_fc_l{layers}_{r.solver}_cpw", r.cpw, f"{r.architecture}, N = {r.n}, {r.solver} (reported)",
                         standard_error=r.cpw_standard_error)
+    # The function search's part the committee (majority) alone embedded: what depth adds through other functions.
+    searched = runs[runs.run.isin(params["fc_runs"]) & (runs.solver == "function_search")]
+    if len(searched):
+        alone = capacities(searched.assign(embedded=searched.embedded & (searched.upper_function == "majority")))
+        for r in alone.sort_values("hidden_layers").itertuples():
+            metrics.add(f"depth_fc_l{r.hidden_layers}_function_search_committee_alone_cpw", r.cpw,
+                        f"{r.architecture}, N = {r.n}: the instances the committee (majority upper function) embedded, "
+                        "without the other functions the upper layers realise (reported)", standard_error=r.cpw_standard_error)
     metrics.add("depth_fc_one_layer_cpw", fc_values.get(1, math.nan), f"best solver per depth: {fc_detail}")
     metrics.add("depth_fc_two_layers_cpw", fc_values.get(2, math.nan), f"best solver per depth: {fc_detail}")
     metrics.add("depth_fc_three_layers_cpw", fc_values.get(3, math.nan), f"best solver per depth: {fc_detail}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
 
 from factstore.plots import style
 from factstore.statistics import power_law_fit
@@ -15,8 +16,11 @@ from factstore.statistics import power_law_fit
 # The paper's simulations (seed 003) and the one-step RSB value they are compared with.
 PAPER_CPW = {1: 2.0, 3: 2.96, 5: 3.33}
 ONE_STEP_RSB = 3.0
-SOLVER_LABELS = {"backprop": "back-propagation (tanh, beta annealed)", "least_action": "least action + LP polish (restarts included)", "lp": "exact (LP)"}
-SOLVER_STYLES = {"backprop": "-", "least_action": "-.", "lp": ":"}  # theory lines are dashed
+SOLVER_LABELS = {"backprop": "back-propagation (tanh, beta annealed)", "least_action": "least action + LP polish (restarts included)",
+                 "function_search": "least action + LP polish through each upper-layer function", "lp": "exact (LP)"}
+SOLVER_STYLES = {"backprop": "-", "least_action": "-.", "function_search": (0, (3, 1, 1, 1, 1, 1)), "lp": ":"}  # theory lines are dashed
+SOLVER_MARKERS = {"backprop": "o", "least_action": "s", "function_search": "D", "lp": "^"}
+DEPTH_SOLVER_NAMES = {"backprop": "back-propagation", "least_action": "multilayer least action", "function_search": "function search"}
 
 
 def fraction_embedded(tables: dict[str, pd.DataFrame], params: dict):
@@ -68,7 +72,7 @@ def capacity_extrapolation(tables: dict[str, pd.DataFrame], params: dict):
     x_max = 1.1 / tree.n.min() if len(tree) else 0.1
     for (k, solver, run), group in tree.groupby(["hidden", "solver", "run"]):
         colour = colours[f"K = {k}"]
-        marker = {"backprop": "o", "least_action": "s", "lp": "^"}[solver]
+        marker = SOLVER_MARKERS[solver]
         ax.plot(1 / group.n, group.cpw, marker, color=colour, label=f"K = {k}, {SOLVER_LABELS[solver]}")
         fit = lines[(lines.run == run) & (lines.solver == solver)]
         if len(fit) and np.isfinite(fit.cpw_infinite_n.iloc[0]):
@@ -91,12 +95,14 @@ def capacity_extrapolation(tables: dict[str, pd.DataFrame], params: dict):
 
 
 def depth(tables: dict[str, pd.DataFrame], params: dict):
-    """CpW vs the number of hidden layers: tree (1 and 2 hidden layers, same N) and fully connected.
+    """Left: CpW vs the number of hidden layers, tree (1 and 2 hidden layers, same N) and fully
+    connected (every solver). Right: the fully connected function search's embedded fractions per
+    depth, and (faint) the part the committee (majority upper function) alone embedded.
 
-    tables: capacity (committee.summary).
+    tables: capacity, fractions (committee.summary).
     """
-    table = tables["capacity"]
-    fig, axes = style.figure(width=4.6)
+    table, fractions = tables["capacity"], tables["fractions"]
+    fig, axes = style.figure(ncols=2, width=4.4, height=4.2)
     ax = axes[0][0]
     depth_params = params["depth"]
     tree = table[table.run.isin([depth_params["reference_run"], depth_params["tree_run"]])]
@@ -105,19 +111,36 @@ def depth(tables: dict[str, pd.DataFrame], params: dict):
     fc = table[table.run.isin(params["fc_runs"])].sort_values("hidden_layers")
     colours = style.palette(["tree", "fully connected"])
     if len(tree):
-        ax.plot(tree.hidden_layers, tree.cpw, "o-", color=colours["tree"], label=f"tree, N = {largest_n}, {', '.join(tree.solver.unique())} ({', '.join(tree.architecture)})")
-    for (solver, group), marker in zip(fc.groupby("solver"), ("s--", "^:")):
-        ax.plot(group.hidden_layers, group.cpw, marker, color=colours["fully connected"],
-                label=f"fully connected, N = {group.n.iloc[0]}, H = {group.hidden.iloc[0]}, {solver}")
+        ax.plot(tree.hidden_layers, tree.cpw, "o-", color=colours["tree"], label=f"tree (K = 3; 9 -> 3), N = {largest_n}, least action")
+    for solver, group in fc.groupby("solver"):
+        ax.plot(group.hidden_layers, group.cpw, marker=SOLVER_MARKERS[solver], linestyle=SOLVER_STYLES[solver], color=colours["fully connected"],
+                label=f"fully connected, N = {group.n.iloc[0]}, H = {group.hidden.iloc[0]}: {DEPTH_SOLVER_NAMES[solver]}")
     ax.plot([1, 2], [PAPER_CPW[3], 2.99], "*", ms=11, color="0.4", label="paper: 2.96 (K = 3), 2.99 (two layers)")
     style.theory_hline(ax, ONE_STEP_RSB, "one-step RSB ~ 3", reference=True)
     ax.set_xticks([1, 2, 3])
     ax.set_ylim(bottom=0)
     ax.set_xlabel("hidden layers")
     ax.set_ylabel("capacity per weight")
-    ax.legend(fontsize=7)
+    ax.set_title("CpW vs depth")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.21))
+    ax = axes[0][1]
+    searched = fractions[fractions.run.isin(params["fc_runs"]) & (fractions.solver == "function_search")]
+    layer_colours = dict(zip(sorted(searched.hidden_layers.unique()), sns.color_palette("crest", n_colors=3)))
+    for layers, curve in searched.sort_values("alpha").groupby("hidden_layers"):
+        colour = layer_colours[layers]
+        ax.plot(curve.alpha, curve.fraction, "D-", ms=3, color=colour, label=f"{layers} hidden layer{'s' if layers > 1 else ''} (W = {curve.weights.iloc[0]})")
+        ax.plot(curve.alpha, curve.committee_alone_fraction, ":", color=colour, alpha=0.6)
+    if len(searched):
+        ax.plot([], [], ":", color="0.3", alpha=0.6, label="embedded by the committee (majority) alone")
+    ax.axhline(0.5, color="0.7", linewidth=0.8)
+    ax.set_xlabel(r"load $\alpha = P / W$")
+    ax.set_ylabel("fraction of instances embedded perfectly")
+    ax.set_title("fully connected: function search")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.21))
     style.caption(fig, "tree: certified lower bounds (least action + LP polish) at the largest N; "
-                       f"fully connected ({', '.join(fc.solver.unique())}): alpha = P / (N H + (layers - 1) H^2)")
+                       f"fully connected ({', '.join(fc.solver.unique())}): alpha = P / (N H + (layers - 1) H^2); "
+                       "function search: least action + LP polish through the committee, then the parity on the rest "
+                       "(the functions two or more H = 3 layers realise); every embedding checked on the full machine")
     return fig
 
 
