@@ -39,7 +39,7 @@ import torch
 from factstore.committee.architectures import Architecture
 from factstore.committee.least_action import cost_factors, least_action_flips, unit_signs
 from factstore.committee.polish import fit_unit
-from factstore.committee.training import ActiveSet, EmbeddingResult
+from factstore.committee.training import ActiveSet, EmbeddingResult, online_epochs
 
 MAX_SUBSET_WIDTH = 10  # 2^H - 1 lower-layer flip sets per repair: H <= 10 keeps this <= 1,023
 
@@ -133,8 +133,7 @@ def train_fc_least_action(
     final = [w.clone() for w in weights]
     active = ActiveSet(batch, patterns.device, x=patterns, labels=labels, mask=mask,
                        **{f"w{l}": w.clone() for l, w in enumerate(weights)})
-    for epoch in range(epochs):
-        order = torch.randperm(int(active["mask"].sum(-1).max()), generator=generator).tolist()
+    def present(order: list[int]) -> torch.Tensor:
         w = [active[f"w{l}"] for l in range(layers)]
         x, y, m = active["x"], active["labels"], active["mask"]
         corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)
@@ -151,14 +150,13 @@ def train_fc_least_action(
                 move = (targets[l] * (steps[l] & m[:, mu, None]))  # (b, H): +-1 on the units that step
                 w[l].add_(learning_rate * move[..., None] * layer_inputs[l][:, None, :])
             corrections += (torch.stack(steps).any(0).any(-1) & m[:, mu])
+        return corrections
+
+    def keep_final() -> None:
         for l in range(layers):
-            final[l][active.index] = w[l]
-        active.record(result, corrections, epoch)
-        if len(active) == 0:
-            break
-    else:
-        if len(active):
-            result.epochs[active.index] = epochs
+            final[l][active.index] = active[f"w{l}"]
+
+    online_epochs(active, result, epochs, generator, present, keep_final)
     return result, final
 
 

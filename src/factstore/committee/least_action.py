@@ -37,7 +37,7 @@ from __future__ import annotations
 import torch
 
 from factstore.committee.architectures import Architecture
-from factstore.committee.training import ActiveSet, EmbeddingResult
+from factstore.committee.training import ActiveSet, EmbeddingResult, online_epochs
 
 
 def unit_signs(fields: torch.Tensor) -> torch.Tensor:
@@ -125,8 +125,8 @@ def train_least_action(
     final = weights[0].clone()
     x_all = patterns.view(batch, p, k, n // k)
     active = ActiveSet(batch, patterns.device, w=final.clone(), x=x_all, labels=labels, mask=mask)
-    for epoch in range(epochs):
-        order = torch.randperm(int(active["mask"].sum(-1).max()), generator=generator).tolist()
+
+    def present(order: list[int]) -> torch.Tensor:
         w, x, y, m = active["w"], active["x"], active["labels"], active["mask"]
         corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)
         factors = cost_factors(len(order), len(active), k, choice_noise, generator, patterns.device)
@@ -138,11 +138,10 @@ def train_least_action(
             targets = -unit_signs(fields) * flips  # the sign each flipped unit should take; 0 elsewhere
             w.add_(learning_rate * targets[..., None] * x_mu)
             corrections += flips.any(-1)
-        final[active.index] = w
-        active.record(result, corrections, epoch)
-        if len(active) == 0:
-            break
-    else:
-        if len(active):
-            result.epochs[active.index] = epochs
+        return corrections
+
+    def keep_final() -> None:
+        final[active.index] = active["w"]
+
+    online_epochs(active, result, epochs, generator, present, keep_final)
     return result, final

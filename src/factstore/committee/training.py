@@ -8,6 +8,7 @@ batch as soon as they are embedded (`ActiveSet`), so the cost of a batch falls a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -58,3 +59,27 @@ class ActiveSet:
             keep = ~done
             self.index = self.index[keep]
             self.tensors = {name: tensor[keep] for name, tensor in self.tensors.items()}
+
+
+def online_epochs(
+    active: ActiveSet,
+    result: EmbeddingResult,
+    epochs: int,
+    generator: torch.Generator | None,
+    present: Callable[[list[int]], torch.Tensor],
+    keep_final: Callable[[], None],
+) -> None:
+    """The epoch loop of the online solvers (one pattern at a time): each epoch draws a fresh random
+    order of the pattern slots (from `generator`, shared by the instances), `present(order)` presents
+    them to the active instances and returns each one's corrections (b,), `keep_final()` stores the
+    active instances' weights, and an instance with no correction in the epoch is embedded and
+    leaves. Instances still active after the last epoch are recorded at `epochs`."""
+    for epoch in range(epochs):
+        order = torch.randperm(int(active["mask"].sum(-1).max()), generator=generator).tolist()
+        corrections = present(order)
+        keep_final()
+        active.record(result, corrections, epoch)
+        if len(active) == 0:
+            return
+    if len(active):
+        result.epochs[active.index] = epochs

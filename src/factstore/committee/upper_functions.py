@@ -36,7 +36,7 @@ from factstore.committee.architectures import Architecture
 from factstore.committee.fc_least_action import fc_errors, flip_subsets
 from factstore.committee.least_action import cost_factors, unit_signs
 from factstore.committee.polish import fit_unit
-from factstore.committee.training import ActiveSet, EmbeddingResult
+from factstore.committee.training import ActiveSet, EmbeddingResult, online_epochs
 
 MAX_ENUMERATED_WIDTH = 3  # the upper-layer enumeration tries |unit weights|^H layers: H <= 3 keeps it ~10^5
 UNIT_WEIGHT_VALUES = (-2, -1, 0, 1, 2)  # integer weights of the enumerated upper units
@@ -177,8 +177,7 @@ def train_through_function(
     result = EmbeddingResult.empty(batch, patterns.device)
     final = weights.clone()
     active = ActiveSet(batch, patterns.device, w=weights.clone(), x=patterns, labels=labels, mask=mask)
-    for epoch in range(epochs):
-        order = torch.randperm(int(active["mask"].sum(-1).max()), generator=generator).tolist()
+    def present(order: list[int]) -> torch.Tensor:
         w, x, y, m = active["w"], active["x"], active["labels"], active["mask"]
         corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)
         factors = cost_factors(len(order), len(active), width, choice_noise, generator, patterns.device)
@@ -189,13 +188,12 @@ def train_through_function(
             flips = cheapest_flips(table, fields, y[:, mu], costs) & m[:, mu, None]
             w.add_(learning_rate * (-unit_signs(fields) * flips)[..., None] * x_mu[:, None, :])
             corrections += flips.any(-1)
-        final[active.index] = w
-        active.record(result, corrections, epoch)
-        if len(active) == 0:
-            break
-    else:
-        if len(active):
-            result.epochs[active.index] = epochs
+        return corrections
+
+    def keep_final() -> None:
+        final[active.index] = active["w"]
+
+    online_epochs(active, result, epochs, generator, present, keep_final)
     return result, final
 
 

@@ -78,13 +78,29 @@ def _least_action_once(architecture, weights, x, y, mask, settings: dict, genera
     return {"embedded": embedded.cpu(), "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(), "lp_solves": solves}
 
 
-def _merge_attempt(solved: dict, left: torch.Tensor, again: dict) -> None:
-    """Fold a further attempt on the instances `left` (indices into solved's batch) into `solved`:
-    its embedded flags replace theirs (they were unembedded), epochs and LP solves add up."""
-    solved["embedded"][left] = again["embedded"]
-    solved["embedded_online"][left] |= again["embedded_online"]
-    solved["epochs"][left] += again["epochs"]
-    solved["lp_solves"] += again["lp_solves"]
+def _in_turn(architecture, weights, x, y, mask, generator, attempts) -> tuple[dict, torch.Tensor]:
+    """attempts[0] on every instance, then each further attempt, from fresh Gaussian weights (drawn
+    from `generator`), on the instances still unembedded. Each attempt maps (weights, x, y, mask) of
+    its instances to the dict of `_solve`. Returns the merged dict (an instance is embedded when any
+    attempt embeds it; epochs and LP solves add up; per-instance extras such as embedded_in_attempt
+    come from the attempt that ran last on it) and (B,) the attempt that embedded each instance (-1: none)."""
+    solved = attempts[0](weights, x, y, mask)
+    embedded_by = torch.where(solved["embedded"], 0, -1)
+    for number, attempt in enumerate(attempts[1:], start=1):
+        left = torch.nonzero(~solved["embedded"]).squeeze(1)
+        if len(left) == 0:
+            break
+        fresh = architectures.initial_weights(architecture, len(left), generator, x.device)
+        index = left.to(x.device)
+        again = attempt(fresh, x[index], y[index], mask[index])
+        solved["embedded"][left] = again["embedded"]
+        solved["embedded_online"][left] |= again["embedded_online"]
+        solved["epochs"][left] += again["epochs"]
+        solved["lp_solves"] += again["lp_solves"]
+        if "embedded_in_attempt" in again:
+            solved["embedded_in_attempt"][left] = again["embedded_in_attempt"]
+        embedded_by[left[again["embedded"]]] = number
+    return solved, embedded_by
 
 
 def _least_action_with_restarts(architecture, weights, x, y, mask, settings: dict, generator, function=None) -> dict[str, torch.Tensor]:
@@ -94,17 +110,10 @@ def _least_action_with_restarts(architecture, weights, x, y, mask, settings: dic
     solution found is a proof, so the fraction stays a certified lower bound. Adds
     embedded_in_attempt (B,): the attempt that embedded it (0: the first), -1 if none; epochs and
     LP solves are summed over attempts."""
-    solved = _least_action_once(architecture, weights, x, y, mask, settings, generator, function)
-    attempt = torch.where(solved["embedded"], 0, -1)
-    for restart in range(1, settings["restarts"] + 1):
-        left = torch.nonzero(~solved["embedded"]).squeeze(1)
-        if len(left) == 0:
-            break
-        fresh = architectures.initial_weights(architecture, len(left), generator, x.device)
-        index = left.to(x.device)
-        again = _least_action_once(architecture, fresh, x[index], y[index], mask[index], settings, generator, function)
-        _merge_attempt(solved, left, again)
-        attempt[left[again["embedded"]]] = restart
+    def once(w, x_, y_, m_):
+        return _least_action_once(architecture, w, x_, y_, m_, settings, generator, function)
+
+    solved, attempt = _in_turn(architecture, weights, x, y, mask, generator, [once] * (settings["restarts"] + 1))
     return solved | {"embedded_in_attempt": attempt}
 
 
@@ -116,20 +125,12 @@ def _function_search(architecture, weights, x, y, mask, settings: dict, generato
     if architecture.kind != "fc":
         raise ValueError("the function search solves fully connected machines; trees: least_action")
     functions = upper_functions.realisable_functions(architecture.hidden, architecture.layers)
-    solved = _least_action_with_restarts(architecture, weights, x, y, mask, settings, generator, functions[0])
-    found_by = torch.where(solved["embedded"], 0, -1)
-    for number, function in enumerate(functions[1:], start=1):
-        left = torch.nonzero(~solved["embedded"]).squeeze(1)
-        if len(left) == 0:
-            break
-        fresh = architectures.initial_weights(architecture, len(left), generator, x.device)
-        index = left.to(x.device)
-        again = _least_action_with_restarts(architecture, fresh, x[index], y[index], mask[index], settings, generator, function)
-        _merge_attempt(solved, left, again)
-        solved["embedded_in_attempt"][left] = again["embedded_in_attempt"]
-        found_by[left[again["embedded"]]] = number
-    names = [functions[i].name if i >= 0 else "" for i in found_by.tolist()]
-    return solved | {"upper_function": names}
+
+    def through(function):
+        return lambda w, x_, y_, m_: _least_action_with_restarts(architecture, w, x_, y_, m_, settings, generator, function)
+
+    solved, found_by = _in_turn(architecture, weights, x, y, mask, generator, [through(f) for f in functions])
+    return solved | {"upper_function": [functions[i].name if i >= 0 else "" for i in found_by.tolist()]}
 
 
 def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
