@@ -1,4 +1,5 @@
-"""S3 speed: solver throughput on tree committee machines with K = 3 at the default N, in
+"""S3 speed: solver throughput on tree committee machines with K = 3 at the default N, and of the
+function search on the fully connected machine with two layers (through the parity, N = 60), in
 instance-epochs per second (one batch of instances at one load above capacity, so none leaves
 early), and the LP polish in LP solves per second. Run on demand:
 
@@ -15,7 +16,7 @@ import time
 import torch
 
 from factstore import provenance
-from factstore.committee import architectures, backprop, least_action, patterns, polish
+from factstore.committee import architectures, backprop, least_action, patterns, polish, upper_functions
 from factstore.device import select_device
 
 from common import write_report
@@ -59,6 +60,31 @@ def throughput(solver: str, n: int, alpha: float, instances: int, epochs: int, d
     return row
 
 
+def function_search_throughput(n: int, alpha: float, instances: int, epochs: int, device: torch.device) -> dict:
+    """The function search's online rule through the parity on a two-layer fully connected machine
+    (H = 3, the default's N = 60) at a load above its capacity, then one LP polish round."""
+    machine = architectures.Architecture("fc", n_inputs=n, hidden=3, layers=2)
+    parity = upper_functions.realisable_functions(3, 2)[1]
+    generator = torch.Generator().manual_seed(0)
+    count = patterns.patterns_for_load(alpha, machine.weight_count)
+    x, y, mask = patterns.load_batch([count] * instances, n, generator, device=device)
+    weights = architectures.initial_weights(machine, instances, generator, device)[0]
+    _synchronise(device)
+    start = time.perf_counter()
+    result, final = upper_functions.train_through_function(parity, weights, x, y, mask, epochs=epochs,
+                                                           choice_noise=CHOICE_NOISE, generator=generator)
+    _synchronise(device)
+    seconds = time.perf_counter() - start
+    instance_epochs = int(result.epochs.sum())
+    start = time.perf_counter()
+    _, solves = upper_functions.polish_and_verify(parity, final, x, y, mask, result.embedded, rounds=1)
+    polish_seconds = time.perf_counter() - start
+    return {"solver": "function_search (parity, fc 2 layers)", "n": n, "k": 3, "alpha": alpha, "patterns": count,
+            "instances": instances, "epochs": epochs, "seconds": seconds, "instance_epochs": instance_epochs,
+            "instance_epochs_per_second": instance_epochs / seconds, "embedded": int(result.embedded.sum()),
+            "lp_solves": solves, "polish_seconds": polish_seconds, "lp_solves_per_second": solves / polish_seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default=None)
@@ -71,12 +97,13 @@ def main() -> None:
     torch.set_flush_denormal(True)
     device = select_device(args.device)
     runs = [throughput(solver, args.n, 3.2, args.instances, args.epochs, device) for solver in ("backprop", "least_action")]
+    runs.append(function_search_throughput(60, 3.6, min(args.instances, 32), args.epochs, device))
     report = {"device": provenance.describe_device(device), "threads": args.threads, "runs": runs}
     path = "results/benchmarks/committee.json"
     seconds = sum(r["seconds"] + r.get("polish_seconds", 0.0) for r in runs)
     write_report(report, path, "benchmarks/bench_committee.py", vars(args), device, args.threads, seconds)
     for r in runs:
-        line = (f"{r['solver']}: K = 3, N = {r['n']}, P = {r['patterns']}, {r['instances']} instances x {r['epochs']} epochs "
+        line = (f"{r['solver']}: H = K = 3, N = {r['n']}, P = {r['patterns']}, {r['instances']} instances x {r['epochs']} epochs "
                 f"in {r['seconds']:.1f} s = {r['instance_epochs_per_second']:,.0f} instance-epochs/s")
         if "lp_solves" in r:
             line += f"; LP polish: {r['lp_solves']} solves in {r['polish_seconds']:.1f} s = {r['lp_solves_per_second']:.1f} LP solves/s"
