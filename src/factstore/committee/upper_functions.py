@@ -117,10 +117,13 @@ def realisable_functions(width: int, layers: int) -> tuple[UpperFunction, ...]:
     units = _nonzero_units(width)
     unit_outputs = np.sign(signs @ units.T)  # (2^H, U)
     # every layer of H enumerated units at once: the majority of their outputs as a 2^H-bit code
-    axes = lambda i: tuple(1 + j for j in range(width) if j != i)  # noqa: E731
-    votes = sum(np.expand_dims(unit_outputs, axes(i)) for i in range(width)).reshape(len(signs), -1)  # (2^H, U^H)
+    def along(values: np.ndarray, unit: int, leading: int) -> np.ndarray:
+        """values (..., U) broadcast along axis `unit` of the H unit axes after `leading` axes."""
+        return np.expand_dims(values, tuple(leading + j for j in range(width) if j != unit))
+
+    votes = sum(along(unit_outputs, i, 1) for i in range(width)).reshape(len(signs), -1)  # (2^H, U^H)
     codes = ((votes > 0) * (2 ** np.arange(len(signs)))[:, None]).sum(0)
-    sizes = sum(np.expand_dims(np.abs(units).sum(1), tuple(j for j in range(width) if j != i)) for i in range(width)).ravel()
+    sizes = sum(along(np.abs(units).sum(1), i, 0) for i in range(width)).ravel()
     order = np.lexsort((sizes, codes))  # by code, then the smallest total |w|_1 first
     _, first = np.unique(codes[order], return_index=True)
     witnesses = {}
@@ -133,9 +136,9 @@ def realisable_functions(width: int, layers: int) -> tuple[UpperFunction, ...]:
             classes.setdefault(_canonical(table, width), table)
     identity = np.eye(width)
     functions = []
-    for table in classes.values():
-        parity = table == tuple(int(v) for v in signs.prod(1))
-        name = "majority" if table == majority else "parity" if parity else "f" + "".join("+" if v > 0 else "-" for v in table)
+    named = {_canonical(majority, width): "majority", _canonical(tuple(int(v) for v in signs.prod(1)), width): "parity"}
+    for canonical, table in classes.items():
+        name = named.get(canonical, "f" + "".join("+" if v > 0 else "-" for v in table))
         functions.append(UpperFunction(name, table, (witnesses[table],) + (identity,) * (layers - 2)))
     return tuple(functions)
 
