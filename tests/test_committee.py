@@ -116,6 +116,10 @@ def test_first_crossing_at_one_half_and_extrapolation():
     assert fit.intercept == pytest.approx(2.9) and fit.slope == pytest.approx(-12)
     noisy = capacity.extrapolate_in_inverse_n(n, 2.9 - 12 / n + np.array([0.01, -0.02, 0.01]))
     assert 0 < noisy.intercept_stderr < 0.2 and noisy.slope_stderr > 0
+    # Two N with the crossings' own errors: a = 2 c(120) - c(60), so SE(a) = sqrt(4 se(120)^2 + se(60)^2).
+    two = capacity.extrapolate_in_inverse_n([60, 120], [2.6, 2.7], [0.03, 0.01])
+    assert two.intercept == pytest.approx(2.8) and two.intercept_stderr == pytest.approx(math.hypot(2 * 0.01, 0.03))
+    assert math.isnan(capacity.extrapolate_in_inverse_n([60, 120], [2.6, 2.7]).intercept_stderr)
 
 
 def test_crossing_standard_error_shrinks_with_more_instances():

@@ -21,7 +21,8 @@ from factstore.statistics import first_crossing_below, linear_fit
 
 
 class InverseNFit(NamedTuple):
-    """alpha_c(N) = intercept + slope / N, with the regression's standard errors (NaN from 2 points)."""
+    """alpha_c(N) = intercept + slope / N with standard errors: propagated from the points' own
+    errors when they are given (`extrapolate_in_inverse_n`), else the regression's (NaN from 2 points)."""
 
     intercept: float
     intercept_stderr: float
@@ -30,9 +31,14 @@ class InverseNFit(NamedTuple):
     r2: float
 
 
-def extrapolate_in_inverse_n(n_values, capacities) -> InverseNFit:
+def extrapolate_in_inverse_n(n_values, capacities, standard_errors=None) -> InverseNFit:
     """Line through (1 / N, alpha_c(N)) by least squares (`statistics.linear_fit`); needs >= 2
-    finite points."""
+    finite points.
+
+    standard_errors (optional, one per point: the crossings' bootstrap errors over instances): the
+    intercept's and slope's errors are then those of the same least-squares estimates propagated from
+    the points' independent errors (each estimate is a fixed linear combination of the points), which
+    exists from two points on; without them, the regression's errors from the residuals (three or more)."""
     n_values = np.asarray(n_values, dtype=float)
     capacities = np.asarray(capacities, dtype=float)
     finite = np.isfinite(capacities)
@@ -40,7 +46,13 @@ def extrapolate_in_inverse_n(n_values, capacities) -> InverseNFit:
     if x.size < 2:
         raise ValueError(f"the 1/N line needs two finite capacities, got {x.size}")
     fit = linear_fit(x, y)
-    if x.size == 2:  # a line through two points: exact, no residual to estimate an error from
+    r2 = fit.r2 if x.size > 2 else np.nan  # a line through two points: exact, no residual
+    if standard_errors is not None:
+        errors = np.asarray(standard_errors, dtype=float)[finite]
+        combination = np.linalg.pinv(np.column_stack([np.ones_like(x), x]))  # (2, points): the estimates' weights on y
+        intercept_se, slope_se = np.sqrt((combination**2) @ errors**2)
+        return InverseNFit(fit.intercept, float(intercept_se), fit.slope, float(slope_se), r2)
+    if x.size == 2:
         return InverseNFit(fit.intercept, np.nan, fit.slope, np.nan, np.nan)
     return InverseNFit(fit.intercept, fit.intercept_se, fit.slope, fit.slope_se, fit.r2)
 

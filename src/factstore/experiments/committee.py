@@ -232,7 +232,7 @@ def extrapolations(capacity_table: pd.DataFrame) -> pd.DataFrame:
         finite = group.dropna(subset=["cpw"]).sort_values("n")
         row = {"run": run, "solver": solver, "n_values": " ".join(map(str, finite.n.tolist())), "points": len(finite)}
         if len(finite) >= 2:
-            fit = capacity.extrapolate_in_inverse_n(finite.n, finite.cpw)
+            fit = capacity.extrapolate_in_inverse_n(finite.n, finite.cpw, finite.cpw_standard_error)
             row |= {"cpw_infinite_n": fit.intercept, "cpw_infinite_n_standard_error": fit.intercept_stderr,
                     "slope": fit.slope, "slope_standard_error": fit.slope_stderr, "r2": fit.r2}
         else:
