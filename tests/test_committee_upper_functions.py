@@ -52,6 +52,29 @@ def test_cheapest_flips_under_the_majority_are_the_committee_least_action():
     assert (repaired.prod(-1) == labels).all() and (flips.sum(-1) <= 1).all()  # parity: one flip always repairs
 
 
+def test_cheapest_flips_are_the_cheapest_repair_under_every_function():
+    """Under each of the 16 odd functions (the enumeration's witnesses), the flips the lookup table
+    gives repair the output at the least total cost, by brute force over the 7 flip sets."""
+    generator = torch.Generator().manual_seed(5)
+    fields = torch.randn((64, 3), generator=generator)
+    costs = fields.abs() * torch.exp(0.5 * torch.randn((64, 3), generator=generator))
+    labels = torch.where(torch.rand(64, generator=generator) < 0.5, -1.0, 1.0)
+    signs = least_action.unit_signs(fields)
+    subsets = [torch.tensor(bits, dtype=torch.bool) for bits in itertools.product((False, True), repeat=3) if any(bits)]
+    for table in itertools.product((-1.0, 1.0), repeat=4):  # f on the 4 sign vectors with s_1 = -1; f(-s) = -f(s)
+        table = torch.tensor(table + tuple(-v for v in reversed(table)))
+        after_flips = upper_functions.outputs_after_flips(table)
+        flips = upper_functions.cheapest_flips(table, fields, labels, costs, after_flips)
+        assert torch.equal(flips, upper_functions.cheapest_flips(table, fields, labels, costs))
+        for row in range(len(fields)):
+            def output(flipped):
+                return table[upper_functions.table_index(signs[row] * torch.where(flipped, -1.0, 1.0))]
+            right = output(torch.zeros(3, dtype=torch.bool)) == labels[row]
+            best = 0.0 if right else min(float(costs[row][s].sum()) for s in subsets if output(s) == labels[row])
+            assert output(flips[row]) == labels[row]
+            assert float(costs[row][flips[row]].sum()) == pytest.approx(best)
+
+
 def test_online_rule_under_the_majority_is_the_fc_least_action_at_one_layer():
     n = 20
     machine = Architecture("fc", n_inputs=n, hidden=3)

@@ -34,6 +34,8 @@ an embedded instance leaves the batch.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from factstore.committee.architectures import Architecture
@@ -62,22 +64,21 @@ def least_action_flips(
     values = unit_signs(fields)
     costs = fields.abs() if costs is None else costs
     levels = []  # per majority level: the mask (..., nodes, fan_in) of children to flip if the node flips
-    top_width = values.shape[-1]
-    for fan_in in (*groups, None):
-        g = top_width if fan_in is None else fan_in
+    fan_ins = (*groups, values.shape[-1] // math.prod(groups))
+    for level, g in enumerate(fan_ins):
         children_values = values.unflatten(-1, (-1, g))
         children_costs = costs.unflatten(-1, (-1, g))
         node = torch.sign(children_values.sum(-1))
         at_node = children_values == node[..., None]
         needed = at_node.sum(-1) - (g - 1) // 2  # >= 1: children at the node's sign to flip
-        candidate = torch.where(at_node, children_costs, torch.full_like(children_costs, float("inf")))
-        order = candidate.argsort(-1)
-        rank = order.argsort(-1)
-        chosen = at_node & (rank < needed[..., None])
+        order = torch.where(at_node, children_costs, torch.inf).argsort(-1)
+        # the `needed` cheapest children at the node's sign: the first `needed` places of the order
+        first_places = torch.arange(g, device=fields.device) < needed[..., None]
+        chosen = torch.zeros_like(at_node).scatter_(-1, order, first_places)
         levels.append(chosen)
         values = node
-        costs = torch.where(chosen, children_costs, torch.zeros_like(children_costs)).sum(-1)
-        top_width = values.shape[-1]
+        if level < len(fan_ins) - 1:  # the node's cost of flipping, for the level above
+            costs = torch.where(chosen, children_costs, 0.0).sum(-1)
     flip = (values[..., 0] != labels)[..., None]  # (..., 1): the output node must flip
     for chosen in reversed(levels):
         flip = (chosen & flip[..., None]).flatten(-2)
@@ -135,8 +136,8 @@ def train_least_action(
             fields = torch.einsum("bkn,bkn->bk", x_mu, w)
             costs = None if factors is None else fields.abs() * factors[step]
             flips = least_action_flips(fields, y[:, mu], architecture.groups, costs) & m[:, mu, None]
-            targets = -unit_signs(fields) * flips  # the sign each flipped unit should take; 0 elsewhere
-            w.add_(learning_rate * targets[..., None] * x_mu)
+            targets = torch.where(fields > 0, -1.0, 1.0) * flips  # the sign each flipped unit should take; 0 elsewhere
+            w.addcmul_(targets[..., None], x_mu, value=learning_rate)
             corrections += flips.any(-1)
         return corrections
 

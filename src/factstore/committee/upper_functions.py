@@ -60,11 +60,16 @@ def sign_vectors(width: int) -> torch.Tensor:
     return torch.tensor(list(itertools.product((-1.0, 1.0), repeat=width)))
 
 
+@functools.lru_cache(maxsize=16)
+def _place_values(width: int, device) -> torch.Tensor:
+    """(H,) long: 2^(H-1), ..., 2, 1 (cached: read only)."""
+    return 2 ** torch.arange(width - 1, -1, -1, device=device)
+
+
 def table_index(signs: torch.Tensor) -> torch.Tensor:
-    """(...) long: the row of `sign_vectors` of each sign vector in signs (..., H)."""
-    width = signs.shape[-1]
-    powers = 2 ** torch.arange(width - 1, -1, -1, device=signs.device)
-    return ((signs > 0).long() * powers).sum(-1)
+    """(...) long: the row of `sign_vectors` of each sign vector in signs (..., H); a field may stand
+    for its sign (> 0 is +1, <= 0 is -1, as `unit_signs`)."""
+    return ((signs > 0).long() * _place_values(signs.shape[-1], signs.device)).sum(-1)
 
 
 def _nonzero_units(width: int) -> np.ndarray:
@@ -143,17 +148,29 @@ def realisable_functions(width: int, layers: int) -> tuple[UpperFunction, ...]:
     return tuple(functions)
 
 
-def cheapest_flips(table: torch.Tensor, fields: torch.Tensor, labels: torch.Tensor, costs: torch.Tensor | None = None) -> torch.Tensor:
+def outputs_after_flips(table: torch.Tensor) -> torch.Tensor:
+    """(2^H, 2^H - 1): f's output on each sign vector (a row of `sign_vectors`) after each non-empty
+    set of its units (a row of `flip_subsets`) is flipped. table (2^H,)."""
+    width = len(table).bit_length() - 1
+    signs = sign_vectors(width).to(table.device)
+    return table[table_index(signs[:, None, :] * (1 - 2 * flip_subsets(width, table.device)))]
+
+
+def cheapest_flips(
+    table: torch.Tensor, fields: torch.Tensor, labels: torch.Tensor, costs: torch.Tensor | None = None,
+    after_flips: torch.Tensor | None = None,
+) -> torch.Tensor:
     """(..., H) bool: the cheapest set of first-layer units to flip so that f gives the label; all
     False where it already does. table (2^H,), fields (..., H), labels (...), costs (..., H) (|fields|
-    when None). Every non-empty set is tried; f is odd, so flipping all units always works."""
+    when None); after_flips: `outputs_after_flips(table)`, computed here when None (the online solver
+    passes it once). Every non-empty set is tried; f is odd, so flipping all units always works."""
     costs = fields.abs() if costs is None else costs
-    signs = unit_signs(fields)
-    subsets = flip_subsets(signs.shape[-1], signs.device)  # (S, H)
-    outputs = table[table_index(signs[..., None, :] * (1 - 2 * subsets))]  # (..., S)
-    total = torch.where(outputs == labels[..., None], (costs[..., None, :] * subsets).sum(-1), torch.inf)
+    after_flips = outputs_after_flips(table) if after_flips is None else after_flips
+    subsets = flip_subsets(fields.shape[-1], fields.device)  # (S, H)
+    index = table_index(fields)
+    total = torch.where(after_flips[index] == labels[..., None], (costs[..., None, :] * subsets).sum(-1), torch.inf)
     chosen = subsets[total.argmin(-1)].bool()
-    wrong = table[table_index(signs)] != labels
+    wrong = table[index] != labels
     return chosen & wrong[..., None]
 
 
@@ -177,6 +194,7 @@ def train_through_function(
     batch = patterns.shape[0]
     width = weights.shape[1]
     table = torch.tensor(function.table, dtype=patterns.dtype, device=patterns.device)
+    after_flips = outputs_after_flips(table)
     result = EmbeddingResult.empty(batch, patterns.device)
     final = weights.clone()
     active = ActiveSet(batch, patterns.device, w=weights.clone(), x=patterns, labels=labels, mask=mask)
@@ -188,8 +206,8 @@ def train_through_function(
             x_mu = x[:, mu]  # (b, N)
             fields = torch.einsum("bhn,bn->bh", w, x_mu)
             costs = None if factors is None else fields.abs() * factors[step]
-            flips = cheapest_flips(table, fields, y[:, mu], costs) & m[:, mu, None]
-            w.add_(learning_rate * (-unit_signs(fields) * flips)[..., None] * x_mu[:, None, :])
+            flips = cheapest_flips(table, fields, y[:, mu], costs, after_flips) & m[:, mu, None]
+            w.addcmul_((torch.where(fields > 0, -1.0, 1.0) * flips)[..., None], x_mu[:, None, :], value=learning_rate)
             corrections += flips.any(-1)
         return corrections
 
