@@ -47,6 +47,12 @@ def unit_signs(fields: torch.Tensor) -> torch.Tensor:
     return torch.where(fields > 0, 1.0, -1.0).to(fields.dtype)
 
 
+def flip_targets(fields: torch.Tensor, flips: torch.Tensor) -> torch.Tensor:
+    """(..., K): the sign each flipped unit should take (-sign(h), h = 0 read as -1, so +1 there), 0
+    on the units not flipped; the online solvers' perceptron step is lr * flip_targets * x."""
+    return torch.where(fields > 0, -1.0, 1.0).to(fields.dtype) * flips
+
+
 def least_action_flips(
     fields: torch.Tensor, labels: torch.Tensor, groups: tuple[int, ...] = (), costs: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -136,8 +142,7 @@ def train_least_action(
             fields = torch.einsum("bkn,bkn->bk", x_mu, w)
             costs = None if factors is None else fields.abs() * factors[step]
             flips = least_action_flips(fields, y[:, mu], architecture.groups, costs) & m[:, mu, None]
-            targets = torch.where(fields > 0, -1.0, 1.0) * flips  # the sign each flipped unit should take; 0 elsewhere
-            w.addcmul_(targets[..., None], x_mu, value=learning_rate)
+            w.addcmul_(flip_targets(fields, flips)[..., None], x_mu, value=learning_rate)
             corrections += flips.any(-1)
         return corrections
 

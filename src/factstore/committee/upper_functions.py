@@ -34,7 +34,7 @@ import torch
 
 from factstore.committee.architectures import Architecture
 from factstore.committee.fc_least_action import fc_errors, flip_subsets
-from factstore.committee.least_action import cost_factors, unit_signs
+from factstore.committee.least_action import cost_factors, flip_targets, unit_signs
 from factstore.committee.polish import fit_unit
 from factstore.committee.training import ActiveSet, EmbeddingResult, online_epochs
 
@@ -207,7 +207,7 @@ def train_through_function(
             fields = torch.einsum("bhn,bn->bh", w, x_mu)
             costs = None if factors is None else fields.abs() * factors[step]
             flips = cheapest_flips(table, fields, y[:, mu], costs, after_flips) & m[:, mu, None]
-            w.addcmul_((torch.where(fields > 0, -1.0, 1.0) * flips)[..., None], x_mu[:, None, :], value=learning_rate)
+            w.addcmul_(flip_targets(fields, flips)[..., None], x_mu[:, None, :], value=learning_rate)
             corrections += flips.any(-1)
         return corrections
 
