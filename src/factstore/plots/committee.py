@@ -16,6 +16,7 @@ from factstore.statistics import power_law_fit
 # The paper's simulations (seed 003) and the one-step RSB value they are compared with.
 PAPER_CPW = {1: 2.0, 3: 2.96, 5: 3.33}
 ONE_STEP_RSB = 3.0
+LOG_FLOOR = 1e-4  # a measured 0 is drawn here on the log axes, as an open triangle
 SOLVER_LABELS = {"backprop": "back-propagation (tanh, beta annealed)", "least_action": "least action + LP polish (restarts included)",
                  "function_search": "least action + LP polish through each upper-layer function", "lp": "exact (LP)"}
 SOLVER_STYLES = {"backprop": "-", "least_action": "-.", "function_search": (0, (3, 1, 1, 1, 1, 1)), "lp": ":"}  # theory lines are dashed
@@ -144,6 +145,16 @@ def depth(tables: dict[str, pd.DataFrame], params: dict):
     return fig
 
 
+def _plot_with_zeros(ax, x: pd.Series, y: pd.Series, fmt: str, colour, label: str | None = None) -> None:
+    """Plot y (>= 0) on a log axis: the values > 0 as `fmt`, each 0 as an open triangle at LOG_FLOOR
+    (labelled once), and the line (if `fmt` has one) through both."""
+    zero = y <= 0
+    ax.plot(x, y.clip(lower=LOG_FLOOR), fmt, color=colour, label=label, markevery=list(np.flatnonzero(~zero.to_numpy())))
+    if zero.any():
+        ax.plot(x[zero], np.full(int(zero.sum()), LOG_FLOOR), "v", color=colour, markerfacecolor="none",
+                label=f"0 measured (drawn at {LOG_FLOOR:g})")
+
+
 def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     """Saturated accuracy above chance and the finite-error CpW vs the number of outputs O (log-log).
 
@@ -153,8 +164,8 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     fig, axes = style.figure(ncols=3, width=3.8)
     left, right, labels = axes[0]
     colours = style.palette(["measured", "fit"])
-    left.plot(runs.outputs, runs.above_chance.clip(lower=1e-4), ".", color="0.7", label="instances")
-    left.plot(per_o.outputs, per_o.above_chance.clip(lower=1e-4), "o", color=colours["measured"], label="mean")
+    left.plot(runs.outputs, runs.above_chance.clip(lower=LOG_FLOOR), ".", color="0.7", label="instances")
+    _plot_with_zeros(left, per_o.outputs, per_o.above_chance, "o", colours["measured"], label="mean")
     if (per_o.above_chance > 0).all() and len(per_o) >= 2:
         fit = power_law_fit(per_o.outputs, per_o.above_chance)
         grid = np.geomspace(per_o.outputs.min(), per_o.outputs.max(), 30)
@@ -171,8 +182,10 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     right.set_yscale("log")
     right.set_xlabel("outputs O")
     right.set_ylabel("finite-error CpW: P O (1 - H2(error)) / W")
-    labels.plot(runs.outputs, runs.label_accuracy.clip(lower=1e-4), ".", color="0.7")
-    labels.plot(per_o.outputs, per_o.label_accuracy.clip(lower=1e-4), "o-", color=colours["measured"])
+    labels.plot(runs.outputs, runs.label_accuracy.clip(lower=LOG_FLOOR), ".", color="0.7")
+    _plot_with_zeros(labels, per_o.outputs, per_o.label_accuracy, "o-", colours["measured"])
+    if labels.get_legend_handles_labels()[0]:
+        labels.legend(fontsize=7)
     labels.set_xscale("log")
     labels.set_yscale("log")
     labels.set_xlabel("outputs O")
