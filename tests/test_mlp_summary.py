@@ -194,6 +194,31 @@ def test_break_kappa_is_the_smallest_kappa_failing_in_half_the_seeds():
     assert value(frame, "ntk_break_kappa") == 10.0 and value(frame, "ntk_ustar_break_kappa") == 1000.0
 
 
+def test_the_ntk_claims_read_the_d128_sweep_and_the_d32_sweep_is_reported_beside(tmp_path):
+    """summary: the break and U* gain metrics come from anisotropy_regime (d = 128); the same
+    metrics of the d = 32 anisotropy sweep carry the suffix (issue 23: the NTK claims at d = 128)."""
+    d32 = break_rows(10.0, 100.0)
+    d128 = [r | {"experiment": "anisotropy_regime", "d": 128} for r in break_rows(100.0, 1000.0)]
+    inputs = {}
+    for name, rows in [("anisotropy_k1", d32), ("anisotropy_regime", d128)]:
+        inputs[name] = tmp_path / f"{name}.csv"
+        tidy_table(rows).to_csv(inputs[name], index=False)
+    params = {"bits_per_parameter_assumed": 2, "main_target": 1.0, "ntk_degrees": [2], "search": {"ntk_max_width": 10_000},
+              "anisotropy_facts": [512], "anisotropy_regime_facts": [512], "break_width_budget": 2.0}
+    frame = mlp_summary.summary(params, inputs, None)["metrics"]
+    assert value(frame, "ntk_break_kappa") == 100.0 and value(frame, "ntk_ustar_break_kappa") == 1000.0
+    assert value(frame, "ntk_break_kappa_anisotropy_sweep") == 10.0
+    assert value(frame, "ntk_ustar_break_kappa_anisotropy_sweep") == 100.0
+    assert "d = 128" in frame.set_index("metric").detail["ntk_break_kappa"]
+    # the d = 32 sweep's breaks (10, 100) pass; the d = 128 NTK + U* breaks only at the top of the
+    # sweep (1000), so the claim fails although the d = 32 sweep is unchanged
+    assert verdict("S0.ntk-anisotropy-breaks", frame) == "FAIL"
+    moderate = [r | {"experiment": "anisotropy_regime", "d": 128} for r in break_rows(100.0, 100.0)]
+    tidy_table(moderate).to_csv(inputs["anisotropy_regime"], index=False)
+    frame = mlp_summary.summary(params, inputs, None)["metrics"]
+    assert verdict("S0.ntk-anisotropy-breaks", frame) == "PASS"
+
+
 # ---------------------------------------------------------------------------------------------
 # S0.others-robust
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 # Fact-storing MLPs (SPEC S0): capacity scaling (Fig. 7), anisotropy (Fig. 5), whitening of real
 # MiniLM embeddings with the Lipschitz constant. Jobs: MiniLM embeddings once; one capacity search
 # job per method (all F, seeds, targets); one anisotropy job per kappa and one whitening job per
-# alpha (all methods, sharing the U* solve of their value set).
+# alpha (all methods, sharing the U* solve of their value set); the sweeps at the seed's d = 128
+# (the NTK's capacity, the NTK's and the encoder-decoder's kappa sweeps) one job each.
 
 MLP = config["mlp"]
 # What every search job reads; each job adds its own section without the list it is one point of.
@@ -12,6 +13,7 @@ MLP_SUMMARY_PARAMS = {
     "ntk_degrees": MLP["ntk_degrees"],
     "search": MLP["search"],
     "anisotropy_facts": MLP["anisotropy"]["n_facts"],
+    "anisotropy_regime_facts": MLP["anisotropy_regime"]["n_facts"],
     "break_width_budget": MLP["anisotropy"]["break_width_budget"],
 }
 
@@ -97,6 +99,23 @@ rule mlp_robust_regime:
         STEP
 
 
+rule mlp_anisotropy_regime:
+    """The NTK methods' kappa sweep at the seed's d = 128 (S0.ntk-anisotropy-breaks, S0.ntk-ustar-gain)."""
+    output:
+        table="results/mlp/anisotropy_regime.csv",
+    input:
+        code=step_code("mlp"),
+    params:
+        step="mlp.anisotropy_regime",
+        json=as_json(MLP_SHARED, anisotropy_regime=MLP["anisotropy_regime"]),
+        io=runner_io,
+    threads: config["threads"]
+    log:
+        "logs/mlp/anisotropy_regime.log",
+    shell:
+        STEP
+
+
 rule mlp_anisotropy:
     output:
         table="results/mlp/anisotropy/kappa{kappa}.csv",
@@ -146,6 +165,7 @@ rule mlp_whitening:
 MLP_TABLES = (
     named_outputs(rules.mlp_capacity.output.table, {f"capacity_{m}": {"method": m} for m in MLP["capacity"]["methods"]})
     | {"robust_regime": rules.mlp_robust_regime.output.table}
+    | {"anisotropy_regime": rules.mlp_anisotropy_regime.output.table}
     | named_outputs(rules.mlp_ntk_regime.output.table, {f"regime_{m}": {"method": m} for m in MLP["ntk_regime"]["methods"]})
     | named_outputs(rules.mlp_anisotropy.output.table, {f"anisotropy_k{k:g}": {"kappa": f"{k:g}"} for k in MLP["anisotropy"]["kappas"]})
     | named_outputs(rules.mlp_whitening.output.table, {f"whitening_a{a:g}": {"alpha": f"{a:g}"} for a in MLP["whitening"]["alphas"]})
@@ -177,11 +197,12 @@ MLP_FIGURE_INPUTS = {
     "capacity_scaling": {"results": rules.mlp_summary.output.results, "fits": rules.mlp_summary.output.fits},
     "bits_per_parameter": {"results": rules.mlp_summary.output.results},
     "anisotropy": {"results": rules.mlp_summary.output.results},
+    "anisotropy_regime": {"results": rules.mlp_summary.output.results},  # the NTK's kappa sweep at d = 128
     "whitening": {"results": rules.mlp_summary.output.results},
     "seed_regime": {"results": rules.mlp_summary.output.results},  # the d = 128 sweeps (ntk_regime, robust_regime)
 }
 MLP_FIGURE_PARAMS = MLP_SUMMARY_PARAMS | {
-    key: MLP[key] for key in ("capacity", "anisotropy", "whitening", "ntk_regime", "robust_regime")
+    key: MLP[key] for key in ("capacity", "anisotropy", "anisotropy_regime", "whitening", "ntk_regime", "robust_regime")
 }
 FIGURES += figure_files("mlp", MLP_FIGURE_INPUTS)
 

@@ -5,7 +5,8 @@ search steps, fits W = C F (log2 F + b) per (method, target), and writes every m
 config/claims.yaml checks, plus the per-method numbers behind them.
 
 Every metric name is written out literally where it is added (per-method names in literal tables
-keyed by method), so `grep` leads from a claim to the code that computes it. A method or target
+keyed by method), so `grep` leads from a claim to the code that computes it; the one exception is
+the d = 32 kappa sweep's NTK metrics, reported with ANISOTROPY_SWEEP_SUFFIX after the checked names. A method or target
 missing from a table has no metric of that family; its numbers are still in results and fits.
 """
 
@@ -25,6 +26,9 @@ from factstore.mlp.results import best_degree_rows, seed_means, tidy_table, usta
 from factstore.mlp.scaling import fit_f_log_f, information_bound, random_map_bits
 from factstore.statistics import spearman
 
+ANISOTROPY_SWEEP_SUFFIX = "_anisotropy_sweep"
+"""The d = 32 anisotropy sweep's NTK metrics (break, U* gain) carry this suffix: the checked names
+read the NTK's sweep at the seed's d = 128 (anisotropy_regime)."""
 ASYMPTOTIC_F_OVER_D = 32
 """S0.ed-matches-gd-asymptotics compares exponents over F / d >= this (SPEC: the asymptotic regime)."""
 # NTK Hermite degree -> name of the fraction of (F, seed) it stores at 100% within the width cap:
@@ -125,10 +129,12 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     """Combined tables, fits and the metrics config/claims.yaml checks.
 
     inputs: capacity_<method>, regime_<method> (the NTK at the seed's d = 128), robust_regime (the
-    encoder-decoder's kappa sweep at d = 128), anisotropy_k<kappa>, whitening_a<alpha> tables. params:
-    bits_per_parameter_assumed, main_target (the project's standalone storage target; the seed's
-    99% is fact-adaptive accuracy inside a Transformer), ntk_degrees, search, anisotropy_facts
-    (the F every method runs at in the anisotropy sweep).
+    encoder-decoder's kappa sweep at d = 128), anisotropy_regime (the NTK's kappa sweep at d = 128),
+    anisotropy_k<kappa>, whitening_a<alpha> tables. params: bits_per_parameter_assumed, main_target
+    (the project's standalone storage target; the seed's 99% is fact-adaptive accuracy inside a
+    Transformer), ntk_degrees, search, anisotropy_facts (the F every method runs at in the
+    anisotropy sweep), anisotropy_regime_facts (the F of the d = 128 NTK sweep; the break reads
+    the largest), break_width_budget.
     Returns {"results": every row (every NTK degree), "fits": per (method, target), "metrics"}.
     Fits and metrics compare methods through the best NTK degree per setting
     (results.best_degree_rows); S0.ntk-stores and the information bound read every degree.
@@ -136,9 +142,11 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     capacity_all = concat_tables(inputs, "capacity_", tidy_table([]))
     regime_table = concat_tables(inputs, "regime_", tidy_table([]))
     robust_table = concat_tables(inputs, "robust_", tidy_table([]))
-    anisotropy_table = concat_tables(inputs, "anisotropy_", tidy_table([]))
+    anisotropy_table = concat_tables(inputs, "anisotropy_k", tidy_table([]))
+    anisotropy_regime_table = concat_tables(inputs, "anisotropy_regime", tidy_table([]))
     whitening_table = concat_tables(inputs, "whitening_", tidy_table([]))
-    results = pd.concat([capacity_all, regime_table, robust_table, anisotropy_table, whitening_table], ignore_index=True)
+    results = pd.concat([capacity_all, regime_table, robust_table, anisotropy_table, anisotropy_regime_table,
+                         whitening_table], ignore_index=True)
     capacity_table = best_degree_rows(capacity_all)
     fits = fits_table(capacity_table)
     metrics = MetricsTable()
@@ -151,8 +159,14 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     measured = results[results.stored & results.n_params.notna()]
     if len(measured):
         _information_bound_metrics(measured, bits_assumed, metrics)
+    # S0.ntk-anisotropy-breaks and S0.ntk-ustar-gain read the NTK's sweep at the seed's d = 128
+    # (anisotropy_regime); the same metrics of the anisotropy sweep (d = 32) are reported with a suffix.
+    sweep_d = ", ".join(f"{d:g}" for d in sorted(anisotropy_table.d.unique()))
     anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics,
-                       params["break_width_budget"])
+                       params["break_width_budget"],
+                       ntk_metrics=RenamedMetrics(metrics, ANISOTROPY_SWEEP_SUFFIX, f" (the d = {sweep_d} sweep; reported)"))
+    ntk_anisotropy_metrics(best_degree_rows(anisotropy_regime_table), max(params["anisotropy_regime_facts"]), metrics,
+                           params["break_width_budget"])
     _robust_regime_metrics(robust_table, metrics)
     _whitening_metrics(best_degree_rows(whitening_table), metrics)
     return {"results": results, "fits": fits, "metrics": metrics.frame()}
@@ -313,7 +327,7 @@ def budget_break_kappa(rows: pd.DataFrame, budget_multiple: float) -> tuple[floa
 
 
 def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: MetricsTable,
-                       budget_multiple: float = 2.0) -> None:
+                       budget_multiple: float = 2.0, ntk_metrics: MetricsTable | RenamedMetrics | None = None) -> None:
     """Every metric of the kappa sweep (the best NTK degree per setting already chosen).
 
     main_facts: the F at which every method runs (the others are NTK-only sizes). The break and
@@ -329,6 +343,24 @@ def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: Metr
     kappas = sorted(main.kappa.unique())
     d = int(main.d.iloc[0])
     setting = f"d = {d}, F in {main_facts}, target {main.target.iloc[0]:g}, kappa in {[float(k) for k in kappas]}"
+    ntk_anisotropy_metrics(table, break_facts, metrics if ntk_metrics is None else ntk_metrics, budget_multiple)
+    _robust_metrics(main, main_facts, setting, metrics)
+    _rho_metrics(at_break, d, f"F = {break_facts}, {setting}", metrics)
+    rho = main.groupby("kappa").rho.mean()
+    metrics.add("rho_kappa1", rho.get(1.0, math.nan), f"decodability rho(V) of spherical values, mean over seeds; {setting}")
+    metrics.add("rho_max_kappa", rho.iloc[-1], f"rho(V) at kappa = {rho.index[-1]:g}")
+
+
+def ntk_anisotropy_metrics(table: pd.DataFrame, break_facts: int, metrics: MetricsTable | RenamedMetrics,
+                           budget_multiple: float = 2.0) -> None:
+    """S0.ntk-anisotropy-breaks and S0.ntk-ustar-gain of one kappa sweep (the best NTK degree per
+    setting already chosen): the NTK's and NTK + U*'s break at F = break_facts (at the width cap and
+    at a fixed budget, budget_break_kappa) and the U* gain over every (kappa > 1, F)."""
+    at_break = table[(table.F == break_facts) & table.method.isin(list(BREAK_METRICS))]
+    if at_break.empty:
+        return
+    setting = (f"d = {int(at_break.d.iloc[0])}, target {at_break.target.iloc[0]:g}, "
+               f"kappa in {[float(k) for k in sorted(at_break.kappa.unique())]}")
     # S0.ntk-anisotropy-breaks: smallest kappa where the NTK (and NTK + U*) fails in at least half the seeds.
     for method, (break_name, kappa1_name) in BREAK_METRICS.items():
         rows = at_break[at_break.method == method]
@@ -351,14 +383,20 @@ def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: Metr
         metrics.add("ntk_best_accuracy_max_kappa", best.iloc[-1],
                     f"mean best accuracy of the NTK within its width cap at kappa = {best.index[-1]:g}, F = {break_facts}")
     _ustar_gain_metrics(table, metrics)
-    _robust_metrics(main, main_facts, setting, metrics)
-    _rho_metrics(at_break, d, f"F = {break_facts}, {setting}", metrics)
-    rho = main.groupby("kappa").rho.mean()
-    metrics.add("rho_kappa1", rho.get(1.0, math.nan), f"decodability rho(V) of spherical values, mean over seeds; {setting}")
-    metrics.add("rho_max_kappa", rho.iloc[-1], f"rho(V) at kappa = {rho.index[-1]:g}")
 
 
-def _ustar_gain_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
+class RenamedMetrics:
+    """A view of a MetricsTable that appends `suffix` to every name and `note` to every detail:
+    the same family of metrics from a second sweep, reported beside the checked one."""
+
+    def __init__(self, metrics: MetricsTable, suffix: str, note: str) -> None:
+        self.metrics, self.suffix, self.note = metrics, suffix, note
+
+    def add(self, name: str, value: float, detail: str = "", standard_error: float | None = None) -> None:
+        self.metrics.add(name + self.suffix, value, detail + self.note, standard_error)
+
+
+def _ustar_gain_metrics(table: pd.DataFrame, metrics: MetricsTable | RenamedMetrics) -> None:
     """S0.ntk-ustar-gain over every (kappa > 1, F) of the sweep, U*-only settings as lower bounds."""
     gains = ustar_gains(table)
     if gains.empty:

@@ -62,6 +62,8 @@ def tidy_table(rows: list[dict]) -> pd.DataFrame:
     for column in TABLE_COLUMNS:
         if column not in table:
             table[column] = math.nan
+    if table.empty:  # so that stacking it onto real tables keeps `stored` boolean
+        table = table.astype({"stored": bool})
     return table[TABLE_COLUMNS]
 
 

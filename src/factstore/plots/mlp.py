@@ -133,12 +133,13 @@ def bits_per_parameter(tables: dict[str, pd.DataFrame], params: dict):
     return fig
 
 
-def anisotropy(tables: dict[str, pd.DataFrame], params: dict):
+def anisotropy(tables: dict[str, pd.DataFrame], params: dict, experiment: str = "anisotropy"):
     """2 x 2 panels against the value condition number kappa: W of every method; rho(V); the NTK's
-    best accuracy within its width cap; the facts-per-parameter gain of U* for the NTK."""
+    best accuracy within its width cap; the facts-per-parameter gain of U* for the NTK.
+    experiment: the kappa sweep drawn, also the name of its config section."""
     results = tables["results"]
-    table = best_degree_rows(results[results.experiment == "anisotropy"])
-    section = params["anisotropy"]
+    table = best_degree_rows(results[results.experiment == experiment])
+    section = params[experiment]
     main_facts = max(section["n_facts"])
     main = table[table.F == main_facts]
     fig, axes = style.figure(ncols=2, nrows=2, width=4.3, height=3.3)
@@ -150,7 +151,7 @@ def anisotropy(tables: dict[str, pd.DataFrame], params: dict):
                 label="not stored within the width cap (W above)")
     counts.set_yscale("log")
     counts.set_ylabel("smallest parameter count $W$")
-    counts.set_title(f"(a) F = {main_facts}, {100 * section['target']:g}% stored")
+    counts.set_title(f"(a) d = {section['d']}, F = {main_facts}, {100 * section['target']:g}% stored")
 
     greys = dict(zip(sorted(table.F.unique()), ["0.65", "0.4", "0.1", "0.55", "0.25"] * 3))
     for n_facts, rows in table.groupby("F"):
@@ -206,6 +207,12 @@ def anisotropy(tables: dict[str, pd.DataFrame], params: dict):
                        f"{section['seeds']} seeds (bars: min-max); NTK and NTK + U*: the best of Hermite degrees "
                        f"{_degrees(params)} per setting")
     return fig
+
+
+def anisotropy_regime(tables: dict[str, pd.DataFrame], params: dict):
+    """`anisotropy` for the NTK methods' kappa sweep at the seed's d = 128 (mlp.anisotropy_regime),
+    which S0.ntk-anisotropy-breaks and S0.ntk-ustar-gain read."""
+    return anisotropy(tables, params, experiment="anisotropy_regime")
 
 
 def whitening(tables: dict[str, pd.DataFrame], params: dict):
@@ -339,6 +346,7 @@ FIGURES = {
     "capacity_scaling": capacity_scaling,
     "bits_per_parameter": bits_per_parameter,
     "anisotropy": anisotropy,
+    "anisotropy_regime": anisotropy_regime,
     "whitening": whitening,
     "seed_regime": seed_regime,
 }
