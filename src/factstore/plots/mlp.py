@@ -151,7 +151,7 @@ def anisotropy(tables: dict[str, pd.DataFrame], params: dict, experiment: str = 
                 label="not stored within the width cap (W above)")
     counts.set_yscale("log")
     counts.set_ylabel("smallest parameter count $W$")
-    counts.set_title(f"(a) d = {section['d']}, F = {main_facts}, {100 * section['target']:g}% stored")
+    counts.set_title(f"(a) F = {main_facts}, d = {section['d']}")
 
     greys = dict(zip(sorted(table.F.unique()), ["0.65", "0.4", "0.1", "0.55", "0.25"] * 3))
     for n_facts, rows in table.groupby("F"):
@@ -203,7 +203,8 @@ def anisotropy(tables: dict[str, pd.DataFrame], params: dict, experiment: str = 
         ax.set_xlabel("value condition number $\\kappa$")
     style.shared_legend(fig, axes)
     profile = {"linspace": "linspace(1, 1/kappa)", "geometric": "kappa^(-t), t in [0, 1] (geometric)"}[section["spectrum"]]
-    style.caption(fig, f"spherical keys; values with singular values {profile}, d = {section['d']}; mean over "
+    style.caption(fig, f"W: the smallest parameter count storing {100 * section['target']:g}% of the facts; "
+                       f"spherical keys; values with singular values {profile}, d = {section['d']}; mean over "
                        f"{section['seeds']} seeds (bars: min-max); NTK and NTK + U*: the best of Hermite degrees "
                        f"{_degrees(params)} per setting")
     return fig
