@@ -243,7 +243,7 @@ def anisotropy_regime(params: dict, inputs: dict[str, Path], context) -> dict[st
     """The NTK methods' kappa sweep in the seed's regime, d = 128 (S0.ntk-anisotropy-breaks,
     S0.ntk-ustar-gain): the anisotropy sweep runs at d = 32 so that GD's width searches fit the
     CPU budget, but the seed makes its NTK claims at d = 128; the one-pass NTK searches are cheap
-    there. Every kappa of the section in one job (~300 CPU-s at the default scale).
+    there. Every kappa of the section in one job (~230 CPU-s at the default scale).
 
     params: as `anisotropy`, with an anisotropy_regime section (d, n_facts, kappas, seeds, target,
     methods: unit-prefix methods only, spectrum) in place of the anisotropy section and kappa.

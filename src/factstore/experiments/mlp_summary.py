@@ -6,8 +6,9 @@ config/claims.yaml checks, plus the per-method numbers behind them.
 
 Every metric name is written out literally where it is added (per-method names in literal tables
 keyed by method), so `grep` leads from a claim to the code that computes it; the one exception is
-the d = 32 kappa sweep's NTK metrics, reported with ANISOTROPY_SWEEP_SUFFIX after the checked names. A method or target
-missing from a table has no metric of that family; its numbers are still in results and fits.
+the d = 32 kappa sweep's NTK metrics, reported as the checked names + ANISOTROPY_SWEEP_SUFFIX. A
+method or target missing from a table has no metric of that family; its numbers are still in
+results and fits.
 """
 
 from __future__ import annotations
@@ -333,6 +334,8 @@ def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: Metr
     main_facts: the F at which every method runs (the others are NTK-only sizes). The break and
     the rho Spearman read the largest of them; robustness reads all of them. budget_multiple: the
     fixed parameter budget of the break, a multiple of the kappa = 1 cost (budget_break_kappa).
+    ntk_metrics: where the NTK's break and U* gain metrics go (default: `metrics`; the summary
+    passes a RenamedMetrics, since the claims read those of the d = 128 sweep).
     """
     if table.empty:
         return
