@@ -204,7 +204,7 @@ def test_the_ntk_claims_read_the_d128_sweep_and_the_d32_sweep_is_reported_beside
         inputs[name] = tmp_path / f"{name}.csv"
         tidy_table(rows).to_csv(inputs[name], index=False)
     params = {"bits_per_parameter_assumed": 2, "main_target": 1.0, "ntk_degrees": [2], "search": {"ntk_max_width": 10_000},
-              "anisotropy_facts": [512], "anisotropy_regime_facts": [512], "break_width_budget": 2.0}
+              "anisotropy_facts": [512], "break_width_budget": 2.0}
     frame = mlp_summary.summary(params, inputs, None)["metrics"]
     assert value(frame, "ntk_break_kappa") == 100.0 and value(frame, "ntk_ustar_break_kappa") == 1000.0
     assert value(frame, "ntk_break_kappa_anisotropy_sweep") == 10.0

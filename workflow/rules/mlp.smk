@@ -13,7 +13,6 @@ MLP_SUMMARY_PARAMS = {
     "ntk_degrees": MLP["ntk_degrees"],
     "search": MLP["search"],
     "anisotropy_facts": MLP["anisotropy"]["n_facts"],
-    "anisotropy_regime_facts": MLP["anisotropy_regime"]["n_facts"],
     "break_width_budget": MLP["anisotropy"]["break_width_budget"],
 }
 

@@ -134,8 +134,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     anisotropy_k<kappa>, whitening_a<alpha> tables. params: bits_per_parameter_assumed, main_target
     (the project's standalone storage target; the seed's 99% is fact-adaptive accuracy inside a
     Transformer), ntk_degrees, search, anisotropy_facts (the F every method runs at in the
-    anisotropy sweep), anisotropy_regime_facts (the F of the d = 128 NTK sweep; the break reads
-    the largest), break_width_budget.
+    anisotropy sweep), break_width_budget. The d = 128 NTK sweep's break reads its largest F.
     Returns {"results": every row (every NTK degree), "fits": per (method, target), "metrics"}.
     Fits and metrics compare methods through the best NTK degree per setting
     (results.best_degree_rows); S0.ntk-stores and the information bound read every degree.
@@ -166,8 +165,9 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics,
                        params["break_width_budget"],
                        ntk_metrics=RenamedMetrics(metrics, ANISOTROPY_SWEEP_SUFFIX, f" (the d = {sweep_d} sweep; reported)"))
-    ntk_anisotropy_metrics(best_degree_rows(anisotropy_regime_table), max(params["anisotropy_regime_facts"]), metrics,
-                           params["break_width_budget"])
+    if len(anisotropy_regime_table):  # every method runs every F there: the break reads the largest
+        ntk_anisotropy_metrics(best_degree_rows(anisotropy_regime_table), int(anisotropy_regime_table.F.max()), metrics,
+                               params["break_width_budget"])
     _robust_regime_metrics(robust_table, metrics)
     _whitening_metrics(best_degree_rows(whitening_table), metrics)
     return {"results": results, "fits": fits, "metrics": metrics.frame()}
