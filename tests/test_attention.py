@@ -277,7 +277,7 @@ def test_a_budget_limited_capacity_is_read_at_the_larger_budget(tmp_path):
     assert row["capacity"] == larger.loc[larger["fitted"], "size"].max() and (larger["steps_run"] <= 80).all()
     assert row["escalation_models"] == len(larger) - 4  # the check's 4 sizes, then the continued search
     assert row["smallest_failure"] - row["capacity"] <= max(1, 0.2 * row["capacity"])
-    assert row["budget_unconverged"] in (0.0, 1.0)
+    assert row["budget_still_gaining"] in (0.0, 1.0)
 
 
 def test_budget_check_edge_cases():
@@ -388,7 +388,7 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
     base = {"d": 8, "heads": 2, "d_head": 4, "d_value": 4, "n_context": 4, "n_classes": 100, "memorised_examples": 50.0,
             "n_params": 1000, "bits_per_parameter": 0.5, "theory_scale": 8, "context_full_rank": 1.0,
             "kruskal_subsets_full_rank": 1.0, "budget_rise_steps": 0.5, "budget_capacity": 60, "budget_limited": False,
-            "budget_steps": 100, "budget_learning_rate": 0.05, "budget_unconverged": 0.0}
+            "budget_steps": 100, "budget_learning_rate": 0.05, "budget_still_gaining": math.nan}
     inputs = {}
     for context in CONTEXT_KINDS:
         for sweep, values in (("heads", (1, 2, 4)), ("n_context", (2, 4, 8)), ("d_head", (1, 2, 4, 8))):
@@ -417,11 +417,12 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
 # Hand-made capacities run through the summary step and the registry's checks: each check can fail.
 
 def _summary_metrics(tmp_path, sweep: str, capacity_of, rise_of=lambda value: 0.0,
-                     unconverged_of=lambda value: 0.0) -> dict[str, float]:
+                     still_gaining_of=lambda value: 0.0) -> dict[str, float]:
     """attention.summary on a shared-context sweep whose capacity at each swept value is
     capacity_of(value), whose budget check raised it by rise_of(value) grid steps (above 1: read
-    at the larger budget), and whose capacity there is unconverged_of(value) (1: may still be a
-    budget limit); returns its metrics table as {name: value}."""
+    at the larger budget), and whose smallest failure there was still gaining in its last half of
+    steps where still_gaining_of(value) is 1 (budget-limited layers only); returns its metrics
+    table as {name: value}."""
     import pandas as pd
 
     from factstore.__main__ import run_step
@@ -437,7 +438,8 @@ def _summary_metrics(tmp_path, sweep: str, capacity_of, rise_of=lambda value: 0.
         row = base | {sweep: value, "context": "shared", "capacity": capacity, "memorised_examples": capacity,
                       "budget_rise_steps": rise_of(value), "budget_capacity": capacity, "budget_limited": limited,
                       "capacity_search": capacity - 10 if limited else capacity, "budget_steps": 4000 if limited else 1000,
-                      "budget_learning_rate": 0.05, "budget_unconverged": unconverged_of(value)}
+                      "budget_learning_rate": 0.05,
+                      "budget_still_gaining": still_gaining_of(value) if limited else math.nan}
         for kind, table in (("capacity", [row]), ("probes", [{"context": "shared", "size": 1}])):
             path = tmp_path / f"{kind}_{sweep}_{value}.csv"
             pd.DataFrame(table).to_csv(path, index=False)
@@ -484,21 +486,32 @@ def test_residuals_tell_a_linear_law_with_an_intercept_from_sqrt_h(tmp_path):
 
 
 @pytest.mark.parametrize("sweep, claim", [("heads", "S4.heads-linear"), ("d_head", "S4.head-dim")])
-def test_a_capacity_still_limited_by_the_larger_budget_makes_the_claim_untestable(tmp_path, sweep, claim):
-    """The gate (issue 24): a budget-limited layer is read at the larger budget; the claim is
-    testable when that capacity has converged there, UNTESTABLE when it may still be a limit."""
+def test_a_budget_limited_capacity_makes_the_claim_untestable(tmp_path, sweep, claim):
+    """The gate (issue 24, revised 2026-12-04): a layer whose capacity 4x the steps raised by more
+    than one grid step is read at 4x, and its claim is UNTESTABLE whether or not the smallest
+    failure there was still gaining at the end (a model can stop gaining for a while and fit with
+    more steps). Within one grid step the claim is testable; an unmeasured rise is untestable."""
     capacity_of = {"heads": lambda h: 40 * h + 3 + (-1) ** h, "d_head": lambda dh: 10 * min(dh, 8)}[sweep]
-    within = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 1.0)
-    assert claim_verdict(claim, within) == "PASS"
-    escalated = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 2.0 if value == 4 else 0.0)
     rise_name, unconverged_name = {"heads": ("heads_budget_rise_steps_max", "heads_budget_unconverged_layers"),
                                    "d_head": ("head_dim_budget_rise_steps_max", "head_dim_budget_unconverged_layers")}[sweep]
-    assert escalated[rise_name] == 2.0 and escalated[unconverged_name] == 0
-    assert claim_verdict(claim, escalated) == "PASS"  # read at the larger budget, converged there
-    still_limited = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 2.0 if value == 4 else 0.0,
-                                     unconverged_of=lambda value: 1.0 if value == 4 else 0.0)
-    assert still_limited[unconverged_name] == 1
-    assert claim_verdict(claim, still_limited) == "UNTESTABLE"
+    within = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 1.0)
+    assert within[unconverged_name] == 0 and claim_verdict(claim, within) == "PASS"
+    for still_gaining in (0.0, 1.0):
+        escalated = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: 2.0 if value == 4 else 0.0,
+                                     still_gaining_of=lambda value: still_gaining)
+        assert escalated[rise_name] == 2.0 and escalated[unconverged_name] == 1
+        assert claim_verdict(claim, escalated) == "UNTESTABLE"
+    unmeasured = _summary_metrics(tmp_path, sweep, capacity_of, rise_of=lambda value: math.nan if value == 4 else 0.0)
+    assert math.isnan(unmeasured[unconverged_name]) and claim_verdict(claim, unmeasured) == "UNTESTABLE"
+
+
+def test_the_unconverged_metric_names_the_layers_still_gaining_at_the_larger_budget(tmp_path):
+    from factstore.io import read_table
+
+    _summary_metrics(tmp_path, "heads", lambda h: 40 * h, rise_of=lambda value: 2.0 if value in (2, 4) else 0.0,
+                     still_gaining_of=lambda value: 1.0 if value == 2 else 0.0)
+    detail = read_table(tmp_path / "summary_metrics.csv").set_index("metric").loc["heads_budget_unconverged_layers"]
+    assert detail["value"] == 2 and "still gaining in its last half of steps (diagnostic): heads = 2" in detail["detail"]
 
 
 def test_the_budget_metrics_name_the_budget_limited_layers(tmp_path):
