@@ -178,6 +178,48 @@ def test_least_action_flips_minimise_the_costs_they_are_given():
             assert costs[flips].sum() == pytest.approx(_brute_force_flips(np.where(fields > 0, 1.0, -1.0) * costs, label, groups))
 
 
+@pytest.mark.parametrize("n", [4, 12, 20, 40, 120])
+def test_the_numpy_fields_are_torchs_einsum_to_the_last_bit(n):
+    rng = np.random.default_rng(n)
+    x = rng.choice([-1.0, 1.0], size=(32, 5, n)).astype(np.float32)
+    w = (rng.normal(size=(32, 5, n)) * 30).astype(np.float32)
+    expected = torch.einsum("bkn,bkn->bk", torch.from_numpy(x), torch.from_numpy(w)).numpy()
+    np.testing.assert_array_equal(least_action.sequential_fields(x, w), expected)
+    assert (np.einsum("bkn,bkn->bk", x, w) != expected).any()  # why numpy's own einsum is not used
+
+
+@pytest.mark.parametrize("groups,k", [((), 1), ((), 3), ((), 5), ((), 7), ((3,), 9), ((3, 3), 27)])
+def test_the_numpy_flips_are_the_torch_flips(groups, k):
+    """`least_action_flips_numpy` (the CPU inner loop) against `least_action_flips`, on batches with
+    tied integer fields and costs (zero fields, equal costs: the order among ties must match)."""
+    rng = np.random.default_rng(k)
+    for tied in (False, True):
+        fields = rng.integers(-2, 3, size=(64, k)).astype(np.float32) if tied else rng.normal(size=(64, k)).astype(np.float32)
+        costs = np.abs(fields) if tied else np.abs(fields) * rng.lognormal(0, 0.5, size=(64, k)).astype(np.float32)
+        labels = rng.choice([-1.0, 1.0], size=64).astype(np.float32)
+        expected = least_action.least_action_flips(torch.from_numpy(fields), torch.from_numpy(labels), groups, torch.from_numpy(costs)).numpy()
+        np.testing.assert_array_equal(least_action.least_action_flips_numpy(fields, labels, groups, costs), expected)
+
+
+@pytest.mark.parametrize("sigma", [0.0, 0.5])
+@pytest.mark.parametrize("groups", [(), (3,)])
+def test_the_numpy_presentation_trains_the_same_weights_as_the_torch_one(monkeypatch, sigma, groups):
+    machine = Architecture("tree", n_inputs=45 if groups else 30, hidden=9 if groups else 5, groups=groups)
+    generator = torch.Generator().manual_seed(4)
+    counts = [patterns.patterns_for_load(alpha, machine.weight_count) for alpha in (0.5, 1.0, 3.0) for _ in range(4)]
+    x, y, mask = patterns.load_batch(counts, machine.n_inputs, generator)
+    weights = architectures.initial_weights(machine, len(counts), generator)
+    runs = []
+    for numpy_path in (True, False):
+        monkeypatch.setattr(least_action, "presents_in_numpy", lambda device, value=numpy_path: value)
+        runs.append(least_action.train_least_action(machine, weights, x, y, mask, epochs=60, choice_noise=sigma,
+                                                    generator=torch.Generator().manual_seed(1)))
+    (numpy_result, numpy_final), (torch_result, torch_final) = runs
+    assert torch.equal(numpy_final, torch_final) and torch.equal(numpy_result.embedded, torch_result.embedded)
+    assert torch.equal(numpy_result.epochs, torch_result.epochs) and torch.equal(numpy_result.fewest_errors, torch_result.fewest_errors)
+    assert 0 < int(numpy_result.embedded.sum()) < len(counts)
+
+
 def _shared_sub_pattern_conflict():
     """A hand-made K = 3 instance (N / K = 4) that fixed-step least action cycles on forever.
 

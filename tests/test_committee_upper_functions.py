@@ -75,6 +75,40 @@ def test_cheapest_flips_are_the_cheapest_repair_under_every_function():
             assert float(costs[row][flips[row]].sum()) == pytest.approx(best)
 
 
+def test_the_numpy_cheapest_flips_are_the_torch_ones_under_every_function():
+    """`cheapest_flips_numpy` (the CPU loop) against `cheapest_flips`, ties included (integer fields
+    and costs: equal subset costs, zero fields)."""
+    rng = np.random.default_rng(6)
+    subsets = fc_least_action.flip_subsets(3)
+    for tied in (False, True):
+        fields = rng.integers(-2, 3, size=(256, 3)).astype(np.float32) if tied else rng.normal(size=(256, 3)).astype(np.float32)
+        costs = np.abs(fields) if tied else np.abs(fields) * rng.lognormal(0, 0.5, size=(256, 3)).astype(np.float32)
+        labels = rng.choice([-1.0, 1.0], size=256).astype(np.float32)
+        for table in itertools.product((-1.0, 1.0), repeat=4):
+            table = torch.tensor(table + tuple(-v for v in reversed(table)))
+            after_flips = upper_functions.outputs_after_flips(table)
+            expected = upper_functions.cheapest_flips(table, torch.from_numpy(fields), torch.from_numpy(labels), torch.from_numpy(costs), after_flips)
+            got = upper_functions.cheapest_flips_numpy(table.numpy(), fields, labels, costs, after_flips.numpy(), subsets.numpy())
+            np.testing.assert_array_equal(got, expected.numpy())
+
+
+def test_the_numpy_presentation_under_a_function_trains_the_same_weights_as_the_torch_one(monkeypatch):
+    machine = Architecture("fc", n_inputs=60, hidden=3, layers=2)
+    generator = torch.Generator().manual_seed(3)
+    counts = [patterns.patterns_for_load(alpha, machine.weight_count) for alpha in (0.5, 1.0, 2.5) for _ in range(4)]
+    x, y, mask = patterns.load_batch(counts, 60, generator)
+    weights = architectures.initial_weights(machine, len(counts), generator)
+    parity = upper_functions.realisable_functions(3, 2)[1]
+    runs = []
+    for numpy_path in (True, False):
+        monkeypatch.setattr(least_action, "presents_in_numpy", lambda device, value=numpy_path: value)
+        runs.append(upper_functions.train_through_function(parity, weights[0], x, y, mask, epochs=40, choice_noise=0.5,
+                                                           generator=torch.Generator().manual_seed(1)))
+    (numpy_result, numpy_final), (torch_result, torch_final) = runs
+    assert torch.equal(numpy_final, torch_final) and torch.equal(numpy_result.fewest_errors, torch_result.fewest_errors)
+    assert torch.equal(numpy_result.embedded, torch_result.embedded) and 0 < int(numpy_result.embedded.sum())
+
+
 def test_online_rule_under_the_majority_is_the_fc_least_action_at_one_layer():
     n = 20
     machine = Architecture("fc", n_inputs=n, hidden=3)

@@ -406,6 +406,7 @@ GATES_PASSING = {
     "bert_apt_margin_se": 12.0,
     "bert_apt_standard_error": 0.0028,
     "bert_removal_drop_se": 30.0,
+    "archetype_samples_unresolved_settings": 0.0,
 }
 GATES_FAILING = {  # the unigram-stage BERT of the review, FewRel underfit, archetypes at P / W = 0.1
     "archetype_cpw_min": 0.1,
@@ -413,6 +414,7 @@ GATES_FAILING = {  # the unigram-stage BERT of the review, FewRel underfit, arch
     "bert_apt_margin_se": 3.5,
     "bert_apt_standard_error": 0.006,
     "bert_removal_drop_se": 0.5,
+    "archetype_samples_unresolved_settings": 4.0,  # stop 45: max dilution 0 at every samples-per-label setting
 }
 
 
@@ -448,9 +450,10 @@ def test_each_gate_makes_its_claim_untestable_whatever_the_checks_give(claim_id)
     assert {"bert_apt_margin_se", "bert_apt_standard_error", "bert_removal_drop_se"} <= {g["metric"] for g in _claim("S3.bert-prunable")["gates"]}
 
 
-def test_summary_writes_every_metric_the_claims_and_gates_read():
+def _summary_tables(toy_accuracy=lambda sweep, value, rate: 1.0 if rate < 0.9 or value < 8 else 0.5) -> dict[str, pd.DataFrame]:
+    """Hand-made archetype, BERT and FewRel tables as the summary reads them."""
     rates = [0.0, 0.5, 0.9, 1.0]
-    toy_rows = [{"sweep": sweep, "value": v, "seed": 0, "rate": r, "test_accuracy": 1.0 if r < 0.9 or v < 8 else 0.5,
+    toy_rows = [{"sweep": sweep, "value": v, "seed": 0, "rate": r, "test_accuracy": toy_accuracy(sweep, v, r),
                  "train_size": (v if sweep == "n_labels" else 4) * (v if sweep == "per_label" else 10), "weights": 20}
                 for sweep, values in (("n_labels", [2, 4, 8]), ("per_label", [5, 10])) for v in values for r in rates]
     bert_rows = [{"subset": s, "group": g, "rate": r, "apt": 0.3 if (r < 0.9 or (g == "later_blocks" and r < 1)) else 0.1,
@@ -461,16 +464,19 @@ def test_summary_writes_every_metric_the_claims_and_gates_read():
     fewrel_rows = [{"sweep": sw, "n_labels": n, "per_label": k, "seed": 0, "rate": r, "test_accuracy": 0.8 + 0.01 * n * (r == 0),
                     "source": "fewrel_val_wiki"}
                    for sw, settings in (("labels", [(2, 5), (3, 5), (4, 5)]), ("samples", [(2, 5), (2, 10)])) for n, k in settings for r in rates]
-    tables = {"archetypes_all": pd.DataFrame(toy_rows), "bert_all": pd.DataFrame(bert_rows), "fewrel_all": pd.DataFrame(fewrel_rows)}
+    return {"archetypes_all": pd.DataFrame(toy_rows), "bert_all": pd.DataFrame(bert_rows), "fewrel_all": pd.DataFrame(fewrel_rows)}
+
+
+def _summary_metrics(tables: dict[str, pd.DataFrame], monkeypatch) -> pd.DataFrame:
     import factstore.experiments.dilution as module
 
-    original = module.concat_tables
-    module.concat_tables = lambda inputs, prefix: pd.concat([t for n, t in tables.items() if n.startswith(prefix)])
-    try:
-        out = steps.summary({"archetype_tolerance": 0.02, "bert_tolerance": 0.02, "fewrel_tolerance": 0.05}, {}, Context)
-    finally:
-        module.concat_tables = original
-    metrics = dict(zip(out["metrics"].metric, out["metrics"].value))
+    monkeypatch.setattr(module, "concat_tables", lambda inputs, prefix: pd.concat([t for n, t in tables.items() if n.startswith(prefix)]))
+    return steps.summary({"archetype_tolerance": 0.02, "bert_tolerance": 0.02, "fewrel_tolerance": 0.05}, {}, Context)["metrics"]
+
+
+def test_summary_writes_every_metric_the_claims_and_gates_read(monkeypatch):
+    table = _summary_metrics(_summary_tables(), monkeypatch)
+    metrics = dict(zip(table.metric, table.value))
     claims = [c for c in load_registry(REPOSITORY / "config/claims.yaml") if c["id"] in CLAIM_IDS]
     for check in (check for claim in claims for check in claim["checks"] + claim["gates"]):
         assert check["metric"] in metrics, check["metric"]
@@ -478,10 +484,26 @@ def test_summary_writes_every_metric_the_claims_and_gates_read():
     assert metrics["bert_later_blocks_max_pruning"] == 0.9 and metrics["bert_later_minus_qkv_max_pruning"] == pytest.approx(0.4)
     assert np.isnan(metrics["fewrel_labels_spearman"])  # flat: no fall, the check fails
     assert metrics["archetype_cpw_min"] == pytest.approx(20 / 20)  # 2 labels x 10 per label over 20 weights
+    assert metrics["archetype_samples_unresolved_settings"] == 0  # both sample sizes hold up to 0.5
     assert metrics["bert_apt_margin_se"] == pytest.approx(0.24 / 0.004)  # the worse subset
     assert metrics["bert_apt_standard_error"] == 0.0025 and metrics["bert_removal_drop_se"] == pytest.approx(20.0)
     assert metrics["fewrel_undiluted_test_accuracy_min"] == pytest.approx(0.82)
-    assert out["metrics"].set_index("metric").loc["bert_apt_unpruned_many", "standard_error"] == 0.0025
+    assert table.set_index("metric").loc["bert_apt_unpruned_many", "standard_error"] == 0.0025
+
+
+def test_a_plateau_that_ends_before_the_first_diluted_rate_is_unresolved_not_independent(monkeypatch):
+    """Stop 45's archetypes: every samples-per-label setting falls off at the first diluted rate, so
+    the kept ratio reads 1 (0 against 0); the gate makes the claim UNTESTABLE instead of PASS."""
+    claim = _claim("S3.cpl-data-independent")
+    for drop_at_first_rate, unresolved, status in ((True, 2, "UNTESTABLE"), (False, 0, "PASS")):
+        def toy_accuracy(sweep, value, rate):
+            return 0.5 if rate >= 0.9 or (drop_at_first_rate and rate > 0 and sweep == "per_label") else 1.0
+
+        metrics = _summary_metrics(_summary_tables(toy_accuracy), monkeypatch)
+        values = dict(zip(metrics.metric, metrics.value))
+        assert values["archetype_samples_unresolved_settings"] == unresolved and values["archetype_samples_kept_ratio"] == 1.0
+        measured = PASSING | GATES_PASSING | {name: values[name] for name in ("archetype_samples_unresolved_settings", "archetype_samples_kept_ratio")}
+        assert evaluate_claim(claim, _tables(claim, measured), "paper")["status"] == status
 
 
 def test_identical_predictions_are_zero_standard_errors_apart():

@@ -60,3 +60,15 @@ def test_unique_author_table_becomes_a_fact_set():
     )
     assert facts.n_facts == 4 and facts.values.shape == (2, EMBEDDING_DIM)
     assert facts.keys.dtype == torch.float64
+
+
+def test_texts_the_tokenizer_cannot_tell_apart_have_one_embedding_and_one_token_key():
+    from factstore.embeddings import token_ids
+
+    texts = ["Rosemary  Harris", "Rosemary Harris", "rosemary harris", "Rosemary Harrison"]
+    keys = token_ids(texts)
+    assert keys[0] == keys[1] == keys[2] != keys[3]
+    embeddings = embed_texts(texts)
+    np.testing.assert_allclose(embeddings[0], embeddings[1], atol=1e-6)
+    np.testing.assert_allclose(embeddings[0], embeddings[2], atol=1e-6)
+    assert float(embeddings[0] @ embeddings[3]) < 0.999

@@ -97,6 +97,18 @@ def embed_texts(
     return np.asarray(embeddings, dtype=np.float32)
 
 
+def token_ids(texts: Sequence[str], device: str = "cpu") -> list[tuple[int, ...]]:
+    """The model's token ids of each text, truncated as `embed_texts` truncates it.
+
+    Two texts with the same ids have the same embedding: the tokenizer lowercases, strips
+    accents and splits on whitespace, so "Rosemary  Harris" and "rosemary harris" are one text
+    to the model.
+    """
+    model = load_model(device)
+    encoded = model.tokenizer(list(texts), truncation=True, max_length=model.max_seq_length)
+    return [tuple(ids) for ids in encoded["input_ids"]]
+
+
 def embed_unique(
     texts: Sequence[str], batch_size: int = 64, device: str = "cpu"
 ) -> tuple[list[str], np.ndarray, np.ndarray]:

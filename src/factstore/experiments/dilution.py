@@ -318,6 +318,10 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     if samples is not None:
         metrics.add("archetype_samples_kept_ratio", kept_fraction_ratio(samples.max_dilution),
                     f"max/min kept fraction 1 - d over samples per label {samples.value.tolist()}: max dilution {samples.max_dilution.tolist()}")
+        unresolved = samples[samples.max_dilution == 0]
+        metrics.add("archetype_samples_unresolved_settings", float(len(unresolved)),
+                    f"samples-per-label settings whose accuracy falls off at the grid's first diluted rate (max dilution 0, "
+                    f"the plateau's end not resolved): {unresolved.value.tolist()}")
         metrics.add("archetype_samples_abs_spearman", abs(_spearman_or_nan(samples.value, samples.max_dilution)),
                     "|Spearman(max dilution, samples per label)|, reported beside the ratio: near 1 is a steady trend the ratio may hide")
     depth = by_sweep.get("depth")

@@ -20,13 +20,21 @@ def goodreads_minilm(params: dict, inputs: dict[str, Path], context) -> dict[str
     inputs: facts (data/processed/goodreads_facts.csv, columns book, author). params: seed,
     n_facts, batch_size. Returns {"embeddings": bytes of an .npz} with keys (n, 384) float32,
     values (n, 384) float32, rows (n,) row numbers in the facts table, books, authors (str).
-    Row i of keys and of values is one fact (book i -> author i).
+    Row i of keys and of values is one fact (book i -> author i). No two sampled titles, and no
+    two sampled authors, have the same MiniLM tokens (`factstore.data.sample`): the seeded sample,
+    with each colliding fact replaced by a fresh draw.
     """
-    from factstore.embeddings import embed_texts
+    from factstore.data.sample import sample_distinct_rows
+    from factstore.embeddings import embed_texts, token_ids
 
     table = pd.read_csv(inputs["facts"], keep_default_na=False)
+    books, authors = table["book"].astype(str).to_numpy(), table["author"].astype(str).to_numpy()
+
+    def model_texts(rows: np.ndarray) -> list[tuple]:
+        return list(zip(token_ids(books[rows].tolist()), token_ids(authors[rows].tolist())))
+
     n_facts = min(params["n_facts"], len(table))
-    rows = np.sort(np.random.default_rng(params["seed"]).choice(len(table), size=n_facts, replace=False))
+    rows = sample_distinct_rows(len(table), n_facts, model_texts, np.random.default_rng(params["seed"]))
     sample = table.iloc[rows]
     books, authors = sample["book"].astype(str).tolist(), sample["author"].astype(str).tolist()
     keys = embed_texts(books, batch_size=params["batch_size"])
