@@ -101,13 +101,6 @@ def sequential_fields(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.cumsum(x * w, axis=-1)[..., -1]
 
 
-def perceptron_step_(w: np.ndarray, fields: np.ndarray, flips: np.ndarray, x: np.ndarray, learning_rate: float) -> None:
-    """w (b, K, n) += lr * flip target * x IN PLACE on the flipped units (numpy's addcmul_ of the
-    torch path; every term is exact, so the weights are the same to the last bit). fields, flips
-    (b, K); x (b, K, n) or (b, 1, n) (a fully connected layer: every unit reads the pattern)."""
-    w += (learning_rate * np.where(fields > 0, -1.0, 1.0).astype(w.dtype) * flips)[..., None] * x
-
-
 def least_action_flips_numpy(fields: np.ndarray, labels: np.ndarray, groups: tuple[int, ...], costs: np.ndarray) -> np.ndarray:
     """`least_action_flips` in numpy, for the online solver's inner loop on the CPU, where a
     presentation is ~15 operations on (b, K) arrays and torch's per-call overhead was most of the
@@ -143,6 +136,30 @@ def cost_factors(
     if sigma == 0 or units == 1:
         return None
     return torch.exp(sigma * torch.randn((presentations, batch, units), generator=generator)).to(device)
+
+
+def online_epoch_numpy(
+    w: np.ndarray, x: np.ndarray, labels: np.ndarray, mask: np.ndarray, order: list[int],
+    factors: np.ndarray | None, repair, learning_rate: float,
+) -> np.ndarray:
+    """One epoch of an online least-action solver in numpy: the CPU loop of `train_least_action`
+    and of `upper_functions.train_through_function`, on views of their tensors (w is updated IN
+    PLACE). A presentation is ~15 operations on (b, K) arrays, and torch's per-call overhead was
+    most of it; the fields, flips and steps are the torch loop's to the last bit (tested).
+
+    w (b, K, n); x (b, P, K, n) (the unit's sub-pattern; (b, P, 1, n) when every unit reads the
+    whole pattern); labels, mask (b, P); factors (len(order), b, K) or None (`cost_factors`);
+    repair(fields, labels, costs) -> (b, K) bool flips. Returns each instance's corrections (b,).
+    """
+    corrections = np.zeros(len(w), dtype=np.int64)
+    for step, mu in enumerate(order):
+        x_mu = x[:, mu]
+        fields = sequential_fields(x_mu, w)
+        costs = np.abs(fields) if factors is None else np.abs(fields) * factors[step]
+        flips = repair(fields, labels[:, mu], costs) & mask[:, mu, None]
+        w += (learning_rate * np.where(fields > 0, -1.0, 1.0).astype(w.dtype) * flips)[..., None] * x_mu
+        corrections += flips.any(-1)
+    return corrections
 
 
 def presents_in_numpy(device: torch.device) -> bool:
@@ -184,20 +201,14 @@ def train_least_action(
     active = ActiveSet(batch, patterns.device, w=final.clone(), x=x_all, labels=labels, mask=mask)
 
     def present_on_cpu(order: list[int]) -> torch.Tensor:
-        """`present` on the CPU, in numpy on views of the same tensors (the weights are updated in
-        place): the same fields to the last bit, flips and steps, ~3x fewer CPU-s."""
-        w, x, y, m = (active[name].numpy() for name in ("w", "x", "labels", "mask"))
-        corrections = np.zeros(len(active), dtype=np.int64)
+        """`present` in numpy on views of the same tensors (`online_epoch_numpy`)."""
+        def repair(fields, labels, costs):
+            return least_action_flips_numpy(fields, labels, architecture.groups, costs)
+
         factors = cost_factors(len(order), len(active), k, choice_noise, generator, patterns.device)
-        factors = None if factors is None else factors.numpy()
-        for step, mu in enumerate(order):
-            x_mu = x[:, mu]  # (b, K, n / K)
-            fields = sequential_fields(x_mu, w)
-            costs = np.abs(fields) if factors is None else np.abs(fields) * factors[step]
-            flips = least_action_flips_numpy(fields, y[:, mu], architecture.groups, costs) & m[:, mu, None]
-            perceptron_step_(w, fields, flips, x_mu, learning_rate)
-            corrections += flips.any(-1)
-        return torch.from_numpy(corrections)
+        return torch.from_numpy(online_epoch_numpy(
+            active["w"].numpy(), active["x"].numpy(), active["labels"].numpy(), active["mask"].numpy(),
+            order, None if factors is None else factors.numpy(), repair, learning_rate))
 
     def present(order: list[int]) -> torch.Tensor:
         if presents_in_numpy(patterns.device):

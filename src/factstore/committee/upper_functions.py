@@ -32,10 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from factstore.committee import least_action
 from factstore.committee.architectures import Architecture
 from factstore.committee.fc_least_action import fc_errors, flip_subsets
-from factstore.committee import least_action
-from factstore.committee.least_action import cost_factors, flip_targets, perceptron_step_, sequential_fields, unit_signs
+from factstore.committee.least_action import cost_factors, flip_targets, online_epoch_numpy, unit_signs
 from factstore.committee.polish import fit_unit
 from factstore.committee.training import ActiveSet, EmbeddingResult, online_epochs
 
@@ -181,7 +181,7 @@ def cheapest_flips_numpy(
     """`cheapest_flips` in numpy, for the online solver's loop on the CPU (torch's per-call overhead
     was most of a presentation): the same arrays as numpy arrays, after_flips and subsets
     (`flip_subsets`) given. The same flips (tested, ties included: argmin takes the first)."""
-    index = ((fields > 0) * 2 ** np.arange(fields.shape[-1] - 1, -1, -1)).sum(-1)
+    index = ((fields > 0) * _place_values(fields.shape[-1], None).numpy()).sum(-1)  # `table_index`
     total = np.where(after_flips[index] == labels[..., None], (costs[..., None, :] * subsets).sum(-1), np.inf)
     chosen = subsets[total.argmin(-1)].astype(bool)
     return chosen & (table[index] != labels)[..., None]
@@ -211,22 +211,18 @@ def train_through_function(
     result = EmbeddingResult.empty(batch, patterns.device)
     final = weights.clone()
     active = ActiveSet(batch, patterns.device, w=weights.clone(), x=patterns, labels=labels, mask=mask)
+
     def present_on_cpu(order: list[int]) -> torch.Tensor:
-        """`present` in numpy on views of the same tensors (weights updated in place): the same
-        fields to the last bit (`sequential_fields`), flips and steps, ~3x fewer CPU-s."""
-        w, x, y, m = (active[name].numpy() for name in ("w", "x", "labels", "mask"))
+        """`present` in numpy on views of the same tensors (`least_action.online_epoch_numpy`)."""
         table_np, after_np, subsets = table.numpy(), after_flips.numpy(), flip_subsets(width).numpy()
-        corrections = np.zeros(len(active), dtype=np.int64)
+
+        def repair(fields, labels, costs):
+            return cheapest_flips_numpy(table_np, fields, labels, costs, after_np, subsets)
+
         factors = cost_factors(len(order), len(active), width, choice_noise, generator, patterns.device)
-        factors = None if factors is None else factors.numpy()
-        for step, mu in enumerate(order):
-            x_mu = x[:, mu, None, :]  # (b, 1, N): every unit reads the whole pattern
-            fields = sequential_fields(x_mu, w)
-            costs = np.abs(fields) if factors is None else np.abs(fields) * factors[step]
-            flips = cheapest_flips_numpy(table_np, fields, y[:, mu], costs, after_np, subsets) & m[:, mu, None]
-            perceptron_step_(w, fields, flips, x_mu, learning_rate)
-            corrections += flips.any(-1)
-        return torch.from_numpy(corrections)
+        return torch.from_numpy(online_epoch_numpy(
+            active["w"].numpy(), active["x"].numpy()[:, :, None, :], active["labels"].numpy(), active["mask"].numpy(),
+            order, None if factors is None else factors.numpy(), repair, learning_rate))
 
     def present(order: list[int]) -> torch.Tensor:
         if least_action.presents_in_numpy(patterns.device):

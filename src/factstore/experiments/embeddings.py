@@ -28,10 +28,10 @@ def goodreads_minilm(params: dict, inputs: dict[str, Path], context) -> dict[str
     from factstore.embeddings import embed_texts, token_ids
 
     table = pd.read_csv(inputs["facts"], keep_default_na=False)
-    books, authors = table["book"].astype(str).to_numpy(), table["author"].astype(str).to_numpy()
+    all_books, all_authors = table["book"].astype(str).to_numpy(), table["author"].astype(str).to_numpy()
 
     def model_texts(rows: np.ndarray) -> list[tuple]:
-        return list(zip(token_ids(books[rows].tolist()), token_ids(authors[rows].tolist())))
+        return list(zip(token_ids(all_books[rows].tolist()), token_ids(all_authors[rows].tolist())))
 
     n_facts = min(params["n_facts"], len(table))
     rows = sample_distinct_rows(len(table), n_facts, model_texts, np.random.default_rng(params["seed"]))
