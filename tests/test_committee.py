@@ -179,13 +179,25 @@ def test_least_action_flips_minimise_the_costs_they_are_given():
 
 
 @pytest.mark.parametrize("n", [4, 12, 20, 40, 120])
-def test_the_numpy_fields_are_torchs_einsum_to_the_last_bit(n):
+@pytest.mark.parametrize("b,k", [(32, 5), (1, 5), (7, 1), (1, 1)])
+def test_the_numpy_fields_are_torchs_einsum_to_the_last_bit(n, b, k):
+    """In the (n, b, K) layout of the numpy loop, every shape, the single column (b K = 1, which a
+    plain reduction would sum pairwise) included."""
     rng = np.random.default_rng(n)
-    x = rng.choice([-1.0, 1.0], size=(32, 5, n)).astype(np.float32)
-    w = (rng.normal(size=(32, 5, n)) * 30).astype(np.float32)
+    x = rng.choice([-1.0, 1.0], size=(b, k, n)).astype(np.float32)
+    w = (rng.normal(size=(b, k, n)) * 30).astype(np.float32)
     expected = torch.einsum("bkn,bkn->bk", torch.from_numpy(x), torch.from_numpy(w)).numpy()
-    np.testing.assert_array_equal(least_action.sequential_fields(x, w), expected)
-    assert (np.einsum("bkn,bkn->bk", x, w) != expected).any()  # why numpy's own einsum is not used
+    np.testing.assert_array_equal(least_action.sequential_fields(x.transpose(2, 0, 1).copy(), w.transpose(2, 0, 1).copy()), expected)
+    if b == 32:  # why numpy's own einsum is not used (differences are rare: the large batch shows them)
+        assert (np.einsum("bkn,bkn->bk", x, w) != expected).any()
+
+
+def test_the_laid_out_patterns_follow_the_active_set():
+    x = np.random.default_rng(0).normal(size=(6, 4, 3, 2)).astype(np.float32)  # (B, P, K, n)
+    laid_out = least_action.PatternsLaidOut(x)
+    np.testing.assert_array_equal(laid_out.for_active(np.arange(6)), x.transpose(1, 3, 0, 2))
+    for index in (np.array([0, 2, 3, 5]), np.array([2, 5]), np.array([5])):
+        np.testing.assert_array_equal(laid_out.for_active(index), x[index].transpose(1, 3, 0, 2))
 
 
 @pytest.mark.parametrize("groups,k", [((), 1), ((), 3), ((), 5), ((), 7), ((3,), 9), ((3, 3), 27)])

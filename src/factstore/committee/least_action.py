@@ -93,12 +93,37 @@ def least_action_flips(
 
 
 def sequential_fields(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """(..., K) fields sum_n x w of float32 (..., K, n) inputs and weights, summed left to right as
-    torch's CPU einsum sums them for the trees' receptive fields (its small-bmm kernel; tested bit
-    for bit up to n = 120): numpy's einsum sums in another order, and a last-bit difference can
-    change which unit is cheapest. x is +-1, so every product is exact and a cumulative sum gives
-    the sequential sum."""
-    return np.cumsum(x * w, axis=-1)[..., -1]
+    """(b, K) fields sum_n x w of float32 sub-patterns (n, b, K) (or (n, b, 1): every unit reads
+    the same pattern) and weights (n, b, K), laid out n first (`PatternsLaidOut`), summed left to
+    right as torch's CPU einsum sums them for the trees' receptive fields (its small-bmm kernel;
+    tested bit for bit up to n = 120): numpy's einsum sums in another order, and a last-bit
+    difference can change which unit is cheapest. x is +-1, so every product is exact; a reduction
+    over the leading axis adds whole rows in turn, which is the sequential sum, except for a single
+    column (b K = 1), which numpy sums pairwise: that one takes the cumulative sum."""
+    products = x * w
+    if products[0].size > 1:
+        return np.add.reduce(products, axis=0)
+    return np.cumsum(products, axis=0)[-1]
+
+
+class PatternsLaidOut:
+    """An online solver's patterns (B, P, K, n) laid out (P, n, b, K) for `online_epoch_numpy`,
+    for the b instances still active: a presentation's sub-patterns x[mu] (n, b, K) are one
+    contiguous block, and its fields a sum over their leading axis (`sequential_fields`; the
+    strided cumulative sum over the last axis of the (b, K, n) layout was a third of the loop).
+    `for_active(index)` drops the rows of the instances that left (the active set's `index`, which
+    only loses entries and keeps its order)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.index = np.arange(x.shape[0])
+        self.laid_out = np.ascontiguousarray(x.transpose(1, 3, 0, 2))
+
+    def for_active(self, index: np.ndarray) -> np.ndarray:
+        """(P, n, b, K) patterns of the active instances `index` (b,)."""
+        if len(index) != len(self.index):
+            self.laid_out = self.laid_out[:, :, np.searchsorted(self.index, index)]
+            self.index = index
+        return self.laid_out
 
 
 def least_action_flips_numpy(fields: np.ndarray, labels: np.ndarray, groups: tuple[int, ...], costs: np.ndarray) -> np.ndarray:
@@ -143,22 +168,24 @@ def online_epoch_numpy(
     factors: np.ndarray | None, repair, learning_rate: float,
 ) -> np.ndarray:
     """One epoch of an online least-action solver in numpy: the CPU loop of `train_least_action`
-    and of `upper_functions.train_through_function`, on views of their tensors (w is updated IN
+    and of `upper_functions.train_through_function` (w, a view of their weights, is updated IN
     PLACE). A presentation is ~15 operations on (b, K) arrays, and torch's per-call overhead was
     most of it; the fields, flips and steps are the torch loop's to the last bit (tested).
 
-    w (b, K, n); x (b, P, K, n) (the unit's sub-pattern; (b, P, 1, n) when every unit reads the
-    whole pattern); labels, mask (b, P); factors (len(order), b, K) or None (`cost_factors`);
+    w (b, K, n); x (P, n, b, K) (`PatternsLaidOut`; (P, n, b, 1) when every unit reads the whole
+    pattern); labels, mask (b, P); factors (len(order), b, K) or None (`cost_factors`);
     repair(fields, labels, costs) -> (b, K) bool flips. Returns each instance's corrections (b,).
     """
+    weights = np.ascontiguousarray(w.transpose(2, 0, 1))  # (n, b, K), as the patterns
     corrections = np.zeros(len(w), dtype=np.int64)
     for step, mu in enumerate(order):
-        x_mu = x[:, mu]
-        fields = sequential_fields(x_mu, w)
+        x_mu = x[mu]
+        fields = sequential_fields(x_mu, weights)
         costs = np.abs(fields) if factors is None else np.abs(fields) * factors[step]
         flips = repair(fields, labels[:, mu], costs) & mask[:, mu, None]
-        w += (learning_rate * np.where(fields > 0, -1.0, 1.0).astype(w.dtype) * flips)[..., None] * x_mu
+        weights += (learning_rate * np.where(fields > 0, -1.0, 1.0).astype(w.dtype) * flips) * x_mu
         corrections += flips.any(-1)
+    w[...] = weights.transpose(1, 2, 0)
     return corrections
 
 
@@ -198,7 +225,12 @@ def train_least_action(
     result = EmbeddingResult.empty(batch, patterns.device)
     final = weights[0].clone()
     x_all = patterns.view(batch, p, k, n // k)
-    active = ActiveSet(batch, patterns.device, w=final.clone(), x=x_all, labels=labels, mask=mask)
+    on_cpu = presents_in_numpy(patterns.device)
+    if on_cpu:  # the numpy loop keeps the patterns in its own layout, compacted with the active set
+        laid_out = PatternsLaidOut(x_all.numpy())
+        active = ActiveSet(batch, patterns.device, w=final.clone(), labels=labels, mask=mask)
+    else:
+        active = ActiveSet(batch, patterns.device, w=final.clone(), x=x_all, labels=labels, mask=mask)
 
     def present_on_cpu(order: list[int]) -> torch.Tensor:
         """`present` in numpy on views of the same tensors (`online_epoch_numpy`)."""
@@ -207,11 +239,11 @@ def train_least_action(
 
         factors = cost_factors(len(order), len(active), k, choice_noise, generator, patterns.device)
         return torch.from_numpy(online_epoch_numpy(
-            active["w"].numpy(), active["x"].numpy(), active["labels"].numpy(), active["mask"].numpy(),
+            active["w"].numpy(), laid_out.for_active(active.index.numpy()), active["labels"].numpy(), active["mask"].numpy(),
             order, None if factors is None else factors.numpy(), repair, learning_rate))
 
     def present(order: list[int]) -> torch.Tensor:
-        if presents_in_numpy(patterns.device):
+        if on_cpu:
             return present_on_cpu(order)
         w, x, y, m = active["w"], active["x"], active["labels"], active["mask"]
         corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)

@@ -35,7 +35,7 @@ import torch
 from factstore.committee import least_action
 from factstore.committee.architectures import Architecture
 from factstore.committee.fc_least_action import fc_errors, flip_subsets
-from factstore.committee.least_action import cost_factors, flip_targets, online_epoch_numpy, unit_signs
+from factstore.committee.least_action import PatternsLaidOut, cost_factors, flip_targets, online_epoch_numpy, unit_signs
 from factstore.committee.polish import fit_unit
 from factstore.committee.training import ActiveSet, EmbeddingResult, online_epochs
 
@@ -210,7 +210,12 @@ def train_through_function(
     after_flips = outputs_after_flips(table)
     result = EmbeddingResult.empty(batch, patterns.device)
     final = weights.clone()
-    active = ActiveSet(batch, patterns.device, w=weights.clone(), x=patterns, labels=labels, mask=mask)
+    on_cpu = least_action.presents_in_numpy(patterns.device)
+    if on_cpu:  # the numpy loop keeps the patterns in its own layout, compacted with the active set
+        laid_out = PatternsLaidOut(patterns.numpy()[:, :, None, :])
+        active = ActiveSet(batch, patterns.device, w=weights.clone(), labels=labels, mask=mask)
+    else:
+        active = ActiveSet(batch, patterns.device, w=weights.clone(), x=patterns, labels=labels, mask=mask)
 
     def present_on_cpu(order: list[int]) -> torch.Tensor:
         """`present` in numpy on views of the same tensors (`least_action.online_epoch_numpy`)."""
@@ -221,11 +226,11 @@ def train_through_function(
 
         factors = cost_factors(len(order), len(active), width, choice_noise, generator, patterns.device)
         return torch.from_numpy(online_epoch_numpy(
-            active["w"].numpy(), active["x"].numpy()[:, :, None, :], active["labels"].numpy(), active["mask"].numpy(),
+            active["w"].numpy(), laid_out.for_active(active.index.numpy()), active["labels"].numpy(), active["mask"].numpy(),
             order, None if factors is None else factors.numpy(), repair, learning_rate))
 
     def present(order: list[int]) -> torch.Tensor:
-        if least_action.presents_in_numpy(patterns.device):
+        if on_cpu:
             return present_on_cpu(order)
         w, x, y, m = active["w"], active["x"], active["labels"], active["mask"]
         corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)
