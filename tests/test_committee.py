@@ -362,6 +362,37 @@ def test_polish_never_lowers_the_fraction_embedded_and_its_solutions_are_proofs(
             assert errors.item() == 0
 
 
+class _SolvesEveryLP(polish.RememberedFits):
+    def __call__(self, inputs, targets):
+        self.solved += 1
+        return polish.fit_unit(inputs, targets)
+
+
+def test_a_remembered_lp_gives_the_weights_solving_it_again_would(monkeypatch):
+    """`RememberedFits` solves a repeated LP once and returns the same bytes; the polish with it
+    gives the weights of the polish that solves every LP, with fewer LPs solved."""
+    rng = np.random.default_rng(2)
+    inputs, targets = rng.choice([-1.0, 1.0], size=(90, 15)), rng.choice([-1.0, 1.0], size=90)
+    fit = polish.RememberedFits()
+    first, again, other = fit(inputs, targets), fit(inputs.copy(), targets.copy()), fit(inputs, -targets)
+    assert np.array_equal(first[0], polish.fit_unit(inputs, targets)[0]) and first[1] == polish.fit_unit(inputs, targets)[1]
+    assert np.array_equal(again[0], first[0]) and not np.array_equal(other[0], first[0]) and fit.solved == 2
+    machine = Architecture("tree", n_inputs=60, hidden=5)
+    generator = torch.Generator().manual_seed(5)
+    counts = [patterns.patterns_for_load(3.0, 60)] * 6
+    x, y, mask = patterns.load_batch(counts, 60, generator)
+    weights = architectures.initial_weights(machine, len(counts), generator)
+    _, final = least_action.train_least_action(machine, weights, x, y, mask, epochs=20, choice_noise=0.5, generator=generator)
+    runs = []
+    for fits in (polish.RememberedFits, _SolvesEveryLP):
+        monkeypatch.setattr(polish, "RememberedFits", fits)
+        runs.append([polish.polish_instance(machine, final[b].numpy(), x[b].numpy(), y[b].numpy(), 3) for b in range(len(counts))])
+    remembered, every = runs
+    for (found, solution, solved), (found_every, solution_every, solved_every) in zip(remembered, every):
+        assert found == found_every and np.array_equal(solution, solution_every) and solved <= solved_every
+    assert sum(run[2] for run in remembered) < sum(run[2] for run in every)
+
+
 def test_fc_least_action_at_one_layer_is_the_committee_least_action():
     """One fully connected layer of H units = a tree of K = H units whose receptive fields are copies
     of the pattern: the same random orders and cost factors give the same weights and results."""

@@ -38,7 +38,7 @@ import torch
 
 from factstore.committee.architectures import Architecture
 from factstore.committee.least_action import cost_factors, least_action_flips, unit_signs
-from factstore.committee.polish import fit_unit
+from factstore.committee.polish import RememberedFits
 from factstore.committee.training import ActiveSet, EmbeddingResult, online_epochs
 
 MAX_SUBSET_WIDTH = 10  # 2^H - 1 lower-layer flip sets per repair: H <= 10 keeps this <= 1,023
@@ -176,20 +176,19 @@ def polish_fc_instance(weights: list[np.ndarray], inputs: np.ndarray, labels: np
     weights = [w.astype(float).copy() for w in weights]
     x = torch.as_tensor(inputs, dtype=torch.float64)
     y = torch.as_tensor(labels, dtype=torch.float64)
-    solved = 0
+    fit = RememberedFits()
     for _ in range(rounds):
         if fc_errors(weights, inputs, labels) == 0:
-            return True, weights, solved
+            return True, weights, fit.solved
         w_t = [torch.as_tensor(w) for w in weights]
         fields, signs = forward_signs(w_t, x)
         targets, _ = least_action_repair(w_t, fields, signs, y)
         layer_input = inputs.astype(float)
         for l, w in enumerate(weights):
             for unit in range(w.shape[0]):
-                w[unit], _ = fit_unit(layer_input, targets[l][:, unit].numpy())
-                solved += 1
+                w[unit], _ = fit(layer_input, targets[l][:, unit].numpy())
             layer_input = unit_signs(torch.as_tensor(layer_input @ w.T)).numpy()
-    return fc_errors(weights, inputs, labels) == 0, weights, solved
+    return fc_errors(weights, inputs, labels) == 0, weights, fit.solved
 
 
 def polish_fc(

@@ -36,7 +36,7 @@ from factstore.committee import least_action
 from factstore.committee.architectures import Architecture
 from factstore.committee.fc_least_action import fc_errors, flip_subsets
 from factstore.committee.least_action import PatternsLaidOut, cost_factors, flip_targets, online_epoch_numpy, unit_signs
-from factstore.committee.polish import fit_unit
+from factstore.committee.polish import RememberedFits
 from factstore.committee.training import ActiveSet, EmbeddingResult, online_epochs
 
 MAX_ENUMERATED_WIDTH = 3  # the upper-layer enumeration tries |unit weights|^H layers: H <= 3 keeps it ~10^5
@@ -263,16 +263,15 @@ def polish_instance(function: UpperFunction, weights: np.ndarray, inputs: np.nda
     table = torch.tensor(function.table, dtype=torch.float64)
     weights = weights.astype(float).copy()
     x, y = torch.as_tensor(inputs, dtype=torch.float64), torch.as_tensor(labels, dtype=torch.float64)
-    solved = 0
+    fit = RememberedFits()
     for _ in range(rounds):
         if fc_errors(machine_weights(function, weights), inputs, labels) == 0:
-            return True, weights, solved
+            return True, weights, fit.solved
         fields = x @ torch.as_tensor(weights).T
         targets = unit_signs(fields) * torch.where(cheapest_flips(table, fields, y), -1.0, 1.0).double()
         for unit in range(weights.shape[0]):
-            weights[unit], _ = fit_unit(inputs.astype(float), targets[:, unit].numpy())
-            solved += 1
-    return fc_errors(machine_weights(function, weights), inputs, labels) == 0, weights, solved
+            weights[unit], _ = fit(inputs.astype(float), targets[:, unit].numpy())
+    return fc_errors(machine_weights(function, weights), inputs, labels) == 0, weights, fit.solved
 
 
 def polish_and_verify(
