@@ -66,6 +66,10 @@ rule assoc_rank:
     wildcard_constraints:
         kappa=r"[0-9.]+",
         d=r"\d+",
+    # the head of the chain assoc_rank -> assoc_rank_check (~350 CPU-s): stop 47's run began that
+    # chain at minute 53 of 64 and ended on it, one core idle for its last ~4 minutes. Priority 5,
+    # below the longest chain's 10 (fetch_wikipedia); Snakemake does not pass it to the jobs waited for
+    priority: 5
     input:
         code=step_code("assoc"),
     params:
@@ -93,6 +97,7 @@ rule assoc_rank_check:
     wildcard_constraints:
         kappa=r"[0-9.]+",
         d=r"\d+",
+    priority: 5  # the chain's end (see assoc_rank)
     input:
         baseline=rules.assoc_rank.output.table,
         code=step_code("assoc"),
