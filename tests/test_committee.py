@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from factstore import claims
-from factstore.committee import architectures, backprop, capacity, fc_least_action, least_action, multi_output, patterns, polish, separability
+from factstore.committee import architectures, backprop, capacity, fc_least_action, least_action, multi_output, patterns, polish, separability, training
 from factstore.committee.architectures import Architecture
 from factstore.experiments import committee as steps
 from factstore.statistics import first_crossing_below, power_law_fit
@@ -193,11 +193,16 @@ def test_the_numpy_fields_are_torchs_einsum_to_the_last_bit(n, b, k):
 
 
 def test_the_laid_out_patterns_follow_the_active_set():
-    x = np.random.default_rng(0).normal(size=(6, 4, 3, 2)).astype(np.float32)  # (B, P, K, n)
-    laid_out = least_action.PatternsLaidOut(x)
-    np.testing.assert_array_equal(laid_out.for_active(np.arange(6)), x.transpose(1, 3, 0, 2))
-    for index in (np.array([0, 2, 3, 5]), np.array([2, 5]), np.array([5])):
-        np.testing.assert_array_equal(laid_out.for_active(index), x[index].transpose(1, 3, 0, 2))
+    """The numpy loop's patterns (P, n, b, K), instances on dimension 2, are compacted with the
+    rest of the active set: after each compaction they are the remaining instances' patterns."""
+    x = torch.randn(6, 4, 3, 2, generator=torch.Generator().manual_seed(0))  # (B, P, K, n)
+    active = least_action.online_active_set(6, True, torch.zeros(6, 3, 2), x, torch.ones(6, 4), torch.ones(6, 4, dtype=torch.bool))
+    assert torch.equal(active["x"], x.permute(1, 3, 0, 2))
+    result = training.EmbeddingResult.empty(6, "cpu")
+    for errors, left in (([1, 0, 1, 1, 0, 1], [0, 2, 3, 5]), ([0, 1, 0, 1], [2, 5]), ([0, 1], [5])):
+        active.record(result, torch.tensor(errors), epoch=0)
+        assert active.index.tolist() == left and torch.equal(active["x"], x[left].permute(1, 3, 0, 2))
+        assert active["w"].shape[0] == active["labels"].shape[0] == len(left)
 
 
 @pytest.mark.parametrize("groups,k", [((), 1), ((), 3), ((), 5), ((), 7), ((3,), 9), ((3, 3), 27)])

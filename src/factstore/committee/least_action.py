@@ -94,7 +94,7 @@ def least_action_flips(
 
 def sequential_fields(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """(b, K) fields sum_n x w of float32 sub-patterns (n, b, K) (or (n, b, 1): every unit reads
-    the same pattern) and weights (n, b, K), laid out n first (`PatternsLaidOut`), summed left to
+    the same pattern) and weights (n, b, K), laid out n first (`online_active_set`), summed left to
     right as torch's CPU einsum sums them for the trees' receptive fields (its small-bmm kernel;
     tested bit for bit up to n = 120): numpy's einsum sums in another order, and a last-bit
     difference can change which unit is cheapest. x is +-1, so every product is exact; a reduction
@@ -104,26 +104,6 @@ def sequential_fields(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     if products[0].size > 1:
         return np.add.reduce(products, axis=0)
     return np.cumsum(products, axis=0)[-1]
-
-
-class PatternsLaidOut:
-    """An online solver's patterns (B, P, K, n) laid out (P, n, b, K) for `online_epoch_numpy`,
-    for the b instances still active: a presentation's sub-patterns x[mu] (n, b, K) are one
-    contiguous block, and its fields a sum over their leading axis (`sequential_fields`; the
-    strided cumulative sum over the last axis of the (b, K, n) layout was a third of the loop).
-    `for_active(index)` drops the rows of the instances that left (the active set's `index`, which
-    only loses entries and keeps its order)."""
-
-    def __init__(self, x: np.ndarray) -> None:
-        self.index = np.arange(x.shape[0])
-        self.laid_out = np.ascontiguousarray(x.transpose(1, 3, 0, 2))
-
-    def for_active(self, index: np.ndarray) -> np.ndarray:
-        """(P, n, b, K) patterns of the active instances `index` (b,)."""
-        if len(index) != len(self.index):
-            self.laid_out = self.laid_out[:, :, np.searchsorted(self.index, index)]
-            self.index = index
-        return self.laid_out
 
 
 def least_action_flips_numpy(fields: np.ndarray, labels: np.ndarray, groups: tuple[int, ...], costs: np.ndarray) -> np.ndarray:
@@ -164,18 +144,20 @@ def cost_factors(
 
 
 def online_epoch_numpy(
-    w: np.ndarray, x: np.ndarray, labels: np.ndarray, mask: np.ndarray, order: list[int],
-    factors: np.ndarray | None, repair, learning_rate: float,
+    active: ActiveSet, order: list[int], factors: np.ndarray | None, repair, learning_rate: float,
 ) -> np.ndarray:
     """One epoch of an online least-action solver in numpy: the CPU loop of `train_least_action`
-    and of `upper_functions.train_through_function` (w, a view of their weights, is updated IN
-    PLACE). A presentation is ~15 operations on (b, K) arrays, and torch's per-call overhead was
-    most of it; the fields, flips and steps are the torch loop's to the last bit (tested).
+    and of `upper_functions.train_through_function`, on views of the active set's tensors (its
+    weights are updated IN PLACE). A presentation is ~15 operations on (b, K) arrays, and torch's
+    per-call overhead was most of it; the fields, flips and steps are the torch loop's to the last
+    bit (tested).
 
-    w (b, K, n); x (P, n, b, K) (`PatternsLaidOut`; (P, n, b, 1) when every unit reads the whole
-    pattern); labels, mask (b, P); factors (len(order), b, K) or None (`cost_factors`);
-    repair(fields, labels, costs) -> (b, K) bool flips. Returns each instance's corrections (b,).
+    active (`online_active_set`, on the CPU): w (b, K, n); x (P, n, b, K) ((P, n, b, 1) when every
+    unit reads the whole pattern); labels, mask (b, P). factors (len(order), b, K) or None
+    (`cost_factors`); repair(fields, labels, costs) -> (b, K) bool flips. Returns each instance's
+    corrections (b,).
     """
+    w, x, labels, mask = (active[name].numpy() for name in ("w", "x", "labels", "mask"))
     weights = np.ascontiguousarray(w.transpose(2, 0, 1))  # (n, b, K), as the patterns
     corrections = np.zeros(len(w), dtype=np.int64)
     for step, mu in enumerate(order):
@@ -187,6 +169,19 @@ def online_epoch_numpy(
         corrections += flips.any(-1)
     w[...] = weights.transpose(1, 2, 0)
     return corrections
+
+
+def online_active_set(batch: int, on_cpu: bool, w: torch.Tensor, x: torch.Tensor, labels: torch.Tensor,
+                      mask: torch.Tensor) -> ActiveSet:
+    """The active set of an online solver: weights w (B, K, n), patterns x (B, P, K, n) (the unit's
+    sub-pattern; (B, P, 1, n) when every unit reads the whole pattern), labels and mask (B, P).
+    For the numpy loop (on_cpu) the patterns are kept laid out (P, n, B, K), the instances on
+    dimension 2: a presentation's sub-patterns x[mu] (n, b, K) are then one contiguous block and
+    its fields a sum over their leading axis (`sequential_fields`; the strided cumulative sum over
+    the last axis of the (b, K, n) layout was a third of the loop)."""
+    if on_cpu:
+        return ActiveSet(batch, x.device, batch_dims={"x": 2}, w=w, x=x.permute(1, 3, 0, 2).contiguous(), labels=labels, mask=mask)
+    return ActiveSet(batch, x.device, w=w, x=x, labels=labels, mask=mask)
 
 
 def presents_in_numpy(device: torch.device) -> bool:
@@ -226,21 +221,15 @@ def train_least_action(
     final = weights[0].clone()
     x_all = patterns.view(batch, p, k, n // k)
     on_cpu = presents_in_numpy(patterns.device)
-    if on_cpu:  # the numpy loop keeps the patterns in its own layout, compacted with the active set
-        laid_out = PatternsLaidOut(x_all.numpy())
-        active = ActiveSet(batch, patterns.device, w=final.clone(), labels=labels, mask=mask)
-    else:
-        active = ActiveSet(batch, patterns.device, w=final.clone(), x=x_all, labels=labels, mask=mask)
+    active = online_active_set(batch, on_cpu, final.clone(), x_all, labels, mask)
+
+    def repair(fields, labels, costs):
+        return least_action_flips_numpy(fields, labels, architecture.groups, costs)
 
     def present_on_cpu(order: list[int]) -> torch.Tensor:
-        """`present` in numpy on views of the same tensors (`online_epoch_numpy`)."""
-        def repair(fields, labels, costs):
-            return least_action_flips_numpy(fields, labels, architecture.groups, costs)
-
+        """`present` in numpy (`online_epoch_numpy`)."""
         factors = cost_factors(len(order), len(active), k, choice_noise, generator, patterns.device)
-        return torch.from_numpy(online_epoch_numpy(
-            active["w"].numpy(), laid_out.for_active(active.index.numpy()), active["labels"].numpy(), active["mask"].numpy(),
-            order, None if factors is None else factors.numpy(), repair, learning_rate))
+        return torch.from_numpy(online_epoch_numpy(active, order, None if factors is None else factors.numpy(), repair, learning_rate))
 
     def present(order: list[int]) -> torch.Tensor:
         if on_cpu:

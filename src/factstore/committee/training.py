@@ -34,10 +34,13 @@ class EmbeddingResult:
 
 class ActiveSet:
     """The instances still training: their original indices and every per-instance tensor of the
-    solver (weights, optimiser moments, patterns, ...), compacted together when some finish."""
+    solver (weights, optimiser moments, patterns, ...), compacted together when some finish.
+    batch_dims: the dimension that indexes the instances in a tensor laid out otherwise (e.g. the
+    numpy loop's patterns, `least_action.online_active_set`); 0 for every other tensor."""
 
-    def __init__(self, batch: int, device, **tensors: torch.Tensor) -> None:
+    def __init__(self, batch: int, device, batch_dims: dict[str, int] | None = None, **tensors: torch.Tensor) -> None:
         self.index = torch.arange(batch, device=device)
+        self.batch_dims = batch_dims or {}
         self.tensors = tensors
 
     def __getitem__(self, name: str) -> torch.Tensor:
@@ -58,7 +61,8 @@ class ActiveSet:
             result.embedded[self.index[done]] = True
             keep = ~done
             self.index = self.index[keep]
-            self.tensors = {name: tensor[keep] for name, tensor in self.tensors.items()}
+            self.tensors = {name: tensor[(slice(None),) * self.batch_dims.get(name, 0) + (keep,)]
+                            for name, tensor in self.tensors.items()}
 
 
 def online_epochs(

@@ -35,9 +35,9 @@ import torch
 from factstore.committee import least_action
 from factstore.committee.architectures import Architecture
 from factstore.committee.fc_least_action import fc_errors, flip_subsets
-from factstore.committee.least_action import PatternsLaidOut, cost_factors, flip_targets, online_epoch_numpy, unit_signs
+from factstore.committee.least_action import cost_factors, flip_targets, online_active_set, online_epoch_numpy, unit_signs
 from factstore.committee.polish import RememberedFits
-from factstore.committee.training import ActiveSet, EmbeddingResult, online_epochs
+from factstore.committee.training import EmbeddingResult, online_epochs
 
 MAX_ENUMERATED_WIDTH = 3  # the upper-layer enumeration tries |unit weights|^H layers: H <= 3 keeps it ~10^5
 UNIT_WEIGHT_VALUES = (-2, -1, 0, 1, 2)  # integer weights of the enumerated upper units
@@ -211,23 +211,17 @@ def train_through_function(
     result = EmbeddingResult.empty(batch, patterns.device)
     final = weights.clone()
     on_cpu = least_action.presents_in_numpy(patterns.device)
-    if on_cpu:  # the numpy loop keeps the patterns in its own layout, compacted with the active set
-        laid_out = PatternsLaidOut(patterns.numpy()[:, :, None, :])
-        active = ActiveSet(batch, patterns.device, w=weights.clone(), labels=labels, mask=mask)
-    else:
-        active = ActiveSet(batch, patterns.device, w=weights.clone(), x=patterns, labels=labels, mask=mask)
+    # every unit reads the whole pattern: (B, P, 1, N), the online solvers' layout (`online_active_set`)
+    active = online_active_set(batch, on_cpu, weights.clone(), patterns[:, :, None, :], labels, mask)
+    table_np, after_np, subsets = table.numpy(), after_flips.numpy(), flip_subsets(width).numpy()
+
+    def repair(fields, labels, costs):
+        return cheapest_flips_numpy(table_np, fields, labels, costs, after_np, subsets)
 
     def present_on_cpu(order: list[int]) -> torch.Tensor:
-        """`present` in numpy on views of the same tensors (`least_action.online_epoch_numpy`)."""
-        table_np, after_np, subsets = table.numpy(), after_flips.numpy(), flip_subsets(width).numpy()
-
-        def repair(fields, labels, costs):
-            return cheapest_flips_numpy(table_np, fields, labels, costs, after_np, subsets)
-
+        """`present` in numpy (`least_action.online_epoch_numpy`)."""
         factors = cost_factors(len(order), len(active), width, choice_noise, generator, patterns.device)
-        return torch.from_numpy(online_epoch_numpy(
-            active["w"].numpy(), laid_out.for_active(active.index.numpy()), active["labels"].numpy(), active["mask"].numpy(),
-            order, None if factors is None else factors.numpy(), repair, learning_rate))
+        return torch.from_numpy(online_epoch_numpy(active, order, None if factors is None else factors.numpy(), repair, learning_rate))
 
     def present(order: list[int]) -> torch.Tensor:
         if on_cpu:
@@ -236,7 +230,7 @@ def train_through_function(
         corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)
         factors = cost_factors(len(order), len(active), width, choice_noise, generator, patterns.device)
         for step, mu in enumerate(order):
-            x_mu = x[:, mu]  # (b, N)
+            x_mu = x[:, mu, 0]  # (b, N): the pattern every unit reads
             fields = torch.einsum("bhn,bn->bh", w, x_mu)
             costs = None if factors is None else fields.abs() * factors[step]
             flips = cheapest_flips(table, fields, y[:, mu], costs, after_flips) & m[:, mu, None]
