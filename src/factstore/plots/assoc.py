@@ -40,7 +40,9 @@ def accuracy(tables: dict[str, pd.DataFrame], params: dict):
         ax.set_xlabel(r"load $\alpha = p \ln p / d^2$")
     axes[0][0].set_ylabel("recall accuracy (fraction of facts)")
     style.shared_legend(fig, axes)
-    style.caption(fig, f"mean ± std over {full.seed.nunique()} seeds; Hebbian over {hebbian.seed.nunique()} seeds")
+    seeds = full[full.method == "trained"].groupby(["d", "problem"]).seed.nunique()  # per curve: 3 or 5 at the default scale
+    counts = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+    style.caption(fig, f"mean ± std over {counts} seeds per curve; Hebbian over {hebbian.seed.nunique()} seeds")
     return fig
 
 
