@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from factstore import claims_report, io, provenance
+from factstore import allocator, claims_report, io, provenance
 from factstore.errors import DataProblem, DeviceUnavailable, ResultWarning, TrainingDiverged
 
 
@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="auto (default), cpu or cuda[:N]")
     args = parser.parse_args(argv)
     params: dict[str, Any] = {}
+    allocator.keep_freed_memory()  # the step's freed tensors are reused, not page-faulted in anew
     try:
         if args.threads < 1:
             raise UsageError("--threads must be at least 1")
