@@ -38,7 +38,7 @@ def test_off_glibc_nothing_is_set(monkeypatch):
     assert allocator.keep_freed_memory() is False
 
 
-def test_every_step_process_keeps_freed_memory(monkeypatch, tmp_path):
+def test_every_step_process_keeps_freed_memory(monkeypatch):
     """The CLI sets it before the step runs (the workflow's rules and DVC's stages all go through it)."""
     import factstore.__main__ as runner
 
