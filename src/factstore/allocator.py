@@ -17,7 +17,6 @@ still mapped and unmapped one by one.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 # mallopt parameters (glibc's malloc.h)
@@ -34,8 +33,7 @@ def keep_freed_memory() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols: libc's (find_library would spawn ldconfig)
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int

@@ -144,8 +144,8 @@ def cost_factors(
 
 
 def online_epoch_numpy(
-    active: ActiveSet, order: list[int], factors: np.ndarray | None, repair, learning_rate: float,
-) -> np.ndarray:
+    active: ActiveSet, order: list[int], factors: torch.Tensor | None, repair, learning_rate: float,
+) -> torch.Tensor:
     """One epoch of an online least-action solver in numpy: the CPU loop of `train_least_action`
     and of `upper_functions.train_through_function`, on views of the active set's tensors (its
     weights are updated IN PLACE). A presentation is ~15 operations on (b, K) arrays, and torch's
@@ -155,9 +155,10 @@ def online_epoch_numpy(
     active (`online_active_set`, on the CPU): w (b, K, n); x (P, n, b, K) ((P, n, b, 1) when every
     unit reads the whole pattern); labels, mask (b, P). factors (len(order), b, K) or None
     (`cost_factors`); repair(fields, labels, costs) -> (b, K) bool flips. Returns each instance's
-    corrections (b,).
+    corrections (b,), as the torch loop does.
     """
     w, x, labels, mask = (active[name].numpy() for name in ("w", "x", "labels", "mask"))
+    factors = None if factors is None else factors.numpy()
     weights = np.ascontiguousarray(w.transpose(2, 0, 1))  # (n, b, K), as the patterns
     corrections = np.zeros(len(w), dtype=np.int64)
     for step, mu in enumerate(order):
@@ -168,7 +169,7 @@ def online_epoch_numpy(
         weights += (learning_rate * np.where(fields > 0, -1.0, 1.0).astype(w.dtype) * flips) * x_mu
         corrections += flips.any(-1)
     w[...] = weights.transpose(1, 2, 0)
-    return corrections
+    return torch.from_numpy(corrections)
 
 
 def online_active_set(batch: int, on_cpu: bool, w: torch.Tensor, x: torch.Tensor, labels: torch.Tensor,
@@ -226,17 +227,12 @@ def train_least_action(
     def repair(fields, labels, costs):
         return least_action_flips_numpy(fields, labels, architecture.groups, costs)
 
-    def present_on_cpu(order: list[int]) -> torch.Tensor:
-        """`present` in numpy (`online_epoch_numpy`)."""
-        factors = cost_factors(len(order), len(active), k, choice_noise, generator, patterns.device)
-        return torch.from_numpy(online_epoch_numpy(active, order, None if factors is None else factors.numpy(), repair, learning_rate))
-
     def present(order: list[int]) -> torch.Tensor:
-        if on_cpu:
-            return present_on_cpu(order)
+        factors = cost_factors(len(order), len(active), k, choice_noise, generator, patterns.device)
+        if on_cpu:  # the same presentations in numpy (`online_epoch_numpy`)
+            return online_epoch_numpy(active, order, factors, repair, learning_rate)
         w, x, y, m = active["w"], active["x"], active["labels"], active["mask"]
         corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)
-        factors = cost_factors(len(order), len(active), k, choice_noise, generator, patterns.device)
         for step, mu in enumerate(order):
             x_mu = x[:, mu]  # (b, K, n / K)
             fields = torch.einsum("bkn,bkn->bk", x_mu, w)

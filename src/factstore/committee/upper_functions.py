@@ -213,22 +213,18 @@ def train_through_function(
     on_cpu = least_action.presents_in_numpy(patterns.device)
     # every unit reads the whole pattern: (B, P, 1, N), the online solvers' layout (`online_active_set`)
     active = online_active_set(batch, on_cpu, weights.clone(), patterns[:, :, None, :], labels, mask)
-    table_np, after_np, subsets = table.numpy(), after_flips.numpy(), flip_subsets(width).numpy()
+    if on_cpu:  # the numpy loop's repair reads numpy copies, made once (a CUDA tensor has none)
+        table_np, after_np, subsets = table.numpy(), after_flips.numpy(), flip_subsets(width).numpy()
 
-    def repair(fields, labels, costs):
-        return cheapest_flips_numpy(table_np, fields, labels, costs, after_np, subsets)
-
-    def present_on_cpu(order: list[int]) -> torch.Tensor:
-        """`present` in numpy (`least_action.online_epoch_numpy`)."""
-        factors = cost_factors(len(order), len(active), width, choice_noise, generator, patterns.device)
-        return torch.from_numpy(online_epoch_numpy(active, order, None if factors is None else factors.numpy(), repair, learning_rate))
+        def repair(fields, labels, costs):
+            return cheapest_flips_numpy(table_np, fields, labels, costs, after_np, subsets)
 
     def present(order: list[int]) -> torch.Tensor:
-        if on_cpu:
-            return present_on_cpu(order)
+        factors = cost_factors(len(order), len(active), width, choice_noise, generator, patterns.device)
+        if on_cpu:  # the same presentations in numpy (`least_action.online_epoch_numpy`)
+            return online_epoch_numpy(active, order, factors, repair, learning_rate)
         w, x, y, m = active["w"], active["x"], active["labels"], active["mask"]
         corrections = torch.zeros(len(active), dtype=torch.long, device=patterns.device)
-        factors = cost_factors(len(order), len(active), width, choice_noise, generator, patterns.device)
         for step, mu in enumerate(order):
             x_mu = x[:, mu, 0]  # (b, N): the pattern every unit reads
             fields = torch.einsum("bhn,bn->bh", w, x_mu)
