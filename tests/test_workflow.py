@@ -225,3 +225,23 @@ def test_dvc_repro_on_the_smoke_config(smoke_run):
     assert "up to date" in status
     metrics = run(sys.executable, "-m", "dvc", "metrics", "show", cwd=smoke_run, extra_env=env).stdout
     assert "claims_summary.json" in metrics
+
+
+def test_a_local_run_selects_jobs_only_when_one_finishes(smoke_run):
+    """Snakemake's rate limit re-runs its job selection on a timer while jobs wait for a core (each
+    round stats every waiting job's inputs); the Snakefile's onstart hook drops it for local runs,
+    so a selection round follows only the start and each finished job. The flip: with the hook
+    skipped (--no-hooks) and a 1 s timespan, the rounds outnumber the finished jobs."""
+    targets = sorted(str(path.relative_to(smoke_run)) for path in (smoke_run / "figures").glob("ntk_*.png"))
+    assert len(targets) >= 3
+
+    def rounds_and_finished(*extra: str) -> tuple[int, int]:
+        done = snakemake("--cores", "1", "--configfile", SMOKE, "--forcerun", "ntk_figure", "--verbose",
+                         "--max-jobs-per-timespan", "100/1s", *extra, *targets, cwd=smoke_run)
+        log = done.stdout + done.stderr
+        return log.count("Ready jobs"), log.count("Finished jobid")
+
+    rounds, finished = rounds_and_finished()
+    assert finished == len(targets) and rounds <= finished + 1, (rounds, finished)
+    rounds, finished = rounds_and_finished("--no-hooks")
+    assert finished == len(targets) and rounds > finished + 1, (rounds, finished)
