@@ -18,7 +18,7 @@ from factstore.facts import normalize_rows
 from factstore.mlp.modules import LinearMemory
 from factstore.transformer import attention_at, attention_over_tables, rotary, table_attention_pays
 from factstore.usability import threshold
-from factstore.usability.summary import capacity_gain_lower_bounds
+from factstore.usability.summary import capacity_gains
 from factstore.usability.task import (
     IGNORE, JunkLengths, Task, Vocabulary, gaussian_embeddings, gaussian_probe_task, make_task, mlp_fact_set,
     principal_projection, recall_sequences, token_embeddings,
@@ -467,22 +467,39 @@ def test_usable_ratio_is_over_the_constructions_with_gd_beside_it():
     assert metrics["usable_found_fraction"][0] == 1.0 and metrics["attending_fraction"][0] == 1.0
 
 
-def _whitening_rows(stored_at_zero: bool, moderate_params: int, moderate_stored: bool = True) -> pd.DataFrame:
+def _whitening_rows(stored_at_zero: bool, moderate_params: int, moderate_stored: bool = True,
+                    recalled_at_zero: float = 1.0, moderate_recalled: float = 1.0) -> pd.DataFrame:
     """One (kind, method), one seed: alpha = 0 at 4,000 parameters (stored or at the cap), a
-    moderate alpha at `moderate_params`."""
+    moderate alpha at `moderate_params`; `*_recalled`: the fraction each recalls on its own."""
     return pd.DataFrame([
-        {"replicate": 0, "alpha": 0.0, "F": 100, "n_params": 4000, "stored": stored_at_zero},
-        {"replicate": 0, "alpha": 0.5, "F": 100, "n_params": moderate_params, "stored": moderate_stored},
+        {"replicate": 0, "alpha": 0.0, "F": 100, "n_params": 4000, "stored": stored_at_zero,
+         "standalone_trained": recalled_at_zero},
+        {"replicate": 0, "alpha": 0.5, "F": 100, "n_params": moderate_params, "stored": moderate_stored,
+         "standalone_trained": moderate_recalled},
     ])
 
 
 def test_capacity_gain_is_a_lower_bound_when_alpha_zero_does_not_store():
     # alpha = 0 stored at 4,000 parameters: the gain is exact, 4000 / 2000
-    assert capacity_gain_lower_bounds(_whitening_rows(True, 2000), [0.5]).iloc[0] == pytest.approx(2.0)
+    assert capacity_gains(_whitening_rows(True, 2000), [0.5]).iloc[0] == pytest.approx(2.0)
     # alpha = 0 not stored within a cap of 4,000: its capacity needs more, so the gain is >= 2
-    assert capacity_gain_lower_bounds(_whitening_rows(False, 2000), [0.5]).iloc[0] == pytest.approx(2.0)
+    assert capacity_gains(_whitening_rows(False, 2000, recalled_at_zero=0.9), [0.5]).iloc[0] == pytest.approx(2.0)
     # the moderate alpha needs more than the cap alpha = 0 failed at: the bound is below 1 (flips the check)
-    assert capacity_gain_lower_bounds(_whitening_rows(False, 8000), [0.5]).iloc[0] < 1.0
-    # a moderate alpha that does not store counts 0; neither storing: no bound (NaN)
-    assert capacity_gain_lower_bounds(_whitening_rows(True, 4000, moderate_stored=False), [0.5]).iloc[0] == 0.0
-    assert np.isnan(capacity_gain_lower_bounds(_whitening_rows(False, 4000, moderate_stored=False), [0.5]).iloc[0])
+    assert capacity_gains(_whitening_rows(False, 8000), [0.5]).iloc[0] < 1.0
+    # a moderate alpha that does not store counts 0 where alpha = 0 stores
+    assert capacity_gains(_whitening_rows(True, 4000, moderate_stored=False, moderate_recalled=0.99), [0.5]).iloc[0] == 0.0
+
+
+def test_capacity_gain_where_neither_stores_is_read_at_the_cap_width():
+    """Both at the 4,000-parameter cap: the facts each recalls there, per parameter."""
+    neither = dict(stored_at_zero=False, moderate_params=4000, moderate_stored=False)
+    assert capacity_gains(_whitening_rows(**neither, recalled_at_zero=0.8, moderate_recalled=0.96),
+                          [0.5]).iloc[0] == pytest.approx(1.2)
+    # the moderate alpha recalls fewer facts at the cap than alpha = 0: below 1 (flips the check)
+    assert capacity_gains(_whitening_rows(**neither, recalled_at_zero=0.9, moderate_recalled=0.6),
+                          [0.5]).iloc[0] == pytest.approx(2 / 3)
+    # of two moderate alphas the one that does not store is the worse, whatever the other's F / W
+    rows = pd.concat([_whitening_rows(**neither, recalled_at_zero=0.8, moderate_recalled=0.88),
+                      pd.DataFrame([{"replicate": 0, "alpha": 0.2, "F": 100, "n_params": 100, "stored": True,
+                                     "standalone_trained": 1.0}])], ignore_index=True)
+    assert capacity_gains(rows, [0.2, 0.5]).iloc[0] == pytest.approx(1.1)
