@@ -207,15 +207,20 @@ def test_the_laid_out_patterns_follow_the_active_set():
 
 @pytest.mark.parametrize("groups,k", [((), 1), ((), 3), ((), 5), ((), 7), ((3,), 9), ((3, 3), 27)])
 def test_the_numpy_flips_are_the_torch_flips(groups, k):
-    """`least_action_flips_numpy` (the CPU inner loop) against `least_action_flips`, on batches with
-    tied integer fields and costs (zero fields, equal costs: the order among ties must match)."""
+    """`least_action_flips` on numpy arrays (the CPU inner loop) against the same on torch tensors, on
+    batches with tied integer fields and costs (zero fields, equal costs: the order among ties must
+    match)."""
     rng = np.random.default_rng(k)
     for tied in (False, True):
         fields = rng.integers(-2, 3, size=(64, k)).astype(np.float32) if tied else rng.normal(size=(64, k)).astype(np.float32)
         costs = np.abs(fields) if tied else np.abs(fields) * rng.lognormal(0, 0.5, size=(64, k)).astype(np.float32)
         labels = rng.choice([-1.0, 1.0], size=64).astype(np.float32)
         expected = least_action.least_action_flips(torch.from_numpy(fields), torch.from_numpy(labels), groups, torch.from_numpy(costs)).numpy()
-        np.testing.assert_array_equal(least_action.least_action_flips_numpy(fields, labels, groups, costs), expected)
+        found = least_action.least_action_flips(fields, labels, groups, costs)
+        assert isinstance(found, np.ndarray)
+        np.testing.assert_array_equal(found, expected)
+        without_costs = least_action.least_action_flips(torch.from_numpy(fields), torch.from_numpy(labels), groups).numpy()
+        np.testing.assert_array_equal(least_action.least_action_flips(fields, labels, groups), without_costs)
 
 
 @pytest.mark.parametrize("sigma", [0.0, 0.5])

@@ -54,42 +54,50 @@ def flip_targets(fields: torch.Tensor, flips: torch.Tensor) -> torch.Tensor:
     return torch.where(fields > 0, -1.0, 1.0).to(fields.dtype) * flips
 
 
-def least_action_flips(
-    fields: torch.Tensor, labels: torch.Tensor, groups: tuple[int, ...] = (), costs: torch.Tensor | None = None
-) -> torch.Tensor:
+def least_action_flips(fields, labels, groups: tuple[int, ...] = (), costs=None):
     """Which first-layer units to flip so that the majority tree outputs the label, at least action.
 
     fields (..., K) unnormalised first-layer fields; labels (...) in {-1, +1}; groups the fan-ins
     of the fixed majority layers above the first (the output is the majority of the top layer);
     costs (..., K) the cost of flipping each unit, |fields| when None (the least action; the
-    solver passes randomly perturbed costs to break ties and cycles).
+    solver passes randomly perturbed costs to break ties and cycles). The arrays are all numpy
+    or all torch, and the mask is of the same kind: numpy is the online solver's inner loop on the
+    CPU (`online_epoch_numpy`), where a presentation is ~15 operations on (b, K) arrays and torch's
+    per-call overhead was most of the committee runs' CPU time; torch serves the other devices.
     Returns a (..., K) bool mask, all False where the machine is already right. A majority node of
     fan-in g that outputs s flips when m = #(children at s) - (g - 1) / 2 of its children at s
-    flip; its cost is the sum of the m cheapest children's costs (a first-layer unit costs |h|),
-    and the chosen children are flipped in turn, down to the first layer.
+    flip; its cost is the sum of the m cheapest children's costs (a first-layer unit costs |h|;
+    tied children in index order), and the chosen children are flipped in turn, down to the first
+    layer.
     """
-    values = unit_signs(fields)
-    costs = fields.abs() if costs is None else costs
+    xp = np if isinstance(fields, np.ndarray) else torch
+    values = xp.where(fields > 0, 1.0, -1.0)  # sign(h), h = 0 read as -1 (`unit_signs`)
+    costs = abs(fields) if costs is None else costs
     levels = []  # per majority level: the mask (..., nodes, fan_in) of children to flip if the node flips
     fan_ins = (*groups, values.shape[-1] // math.prod(groups))
     for level, g in enumerate(fan_ins):
-        children_values = values.unflatten(-1, (-1, g))
-        children_costs = costs.unflatten(-1, (-1, g))
-        node = torch.sign(children_values.sum(-1))
+        children_values = values.reshape(*values.shape[:-1], -1, g)
+        children_costs = costs.reshape(*costs.shape[:-1], -1, g)
+        node = xp.sign(children_values.sum(-1))
         at_node = children_values == node[..., None]
         needed = at_node.sum(-1) - (g - 1) // 2  # >= 1: children at the node's sign to flip
-        order = torch.where(at_node, children_costs, torch.inf).argsort(-1)
-        # the `needed` cheapest children at the node's sign: the first `needed` places of the order
-        first_places = torch.arange(g, device=fields.device) < needed[..., None]
-        chosen = torch.zeros_like(at_node).scatter_(-1, order, first_places)
+        order = _stable_argsort(xp.where(at_node, children_costs, math.inf))
+        chosen = _stable_argsort(order) < needed[..., None]  # each child's place in the order < needed
         levels.append(chosen)
         values = node
         if level < len(fan_ins) - 1:  # the node's cost of flipping, for the level above
-            costs = torch.where(chosen, children_costs, 0.0).sum(-1)
+            costs = xp.where(chosen, children_costs, 0.0).sum(-1)
     flip = (values[..., 0] != labels)[..., None]  # (..., 1): the output node must flip
     for chosen in reversed(levels):
-        flip = (chosen & flip[..., None]).flatten(-2)
+        flip = (chosen & flip[..., None]).reshape(*chosen.shape[:-2], -1)
     return flip
+
+
+def _stable_argsort(array):
+    """Argsort over the last axis of a numpy array or torch tensor, ties in index order."""
+    if isinstance(array, np.ndarray):
+        return np.argsort(array, axis=-1, kind="stable")
+    return torch.argsort(array, dim=-1, stable=True)
 
 
 def sequential_fields(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -104,33 +112,6 @@ def sequential_fields(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     if products[0].size > 1:
         return np.add.reduce(products, axis=0)
     return np.cumsum(products, axis=0)[-1]
-
-
-def least_action_flips_numpy(fields: np.ndarray, labels: np.ndarray, groups: tuple[int, ...], costs: np.ndarray) -> np.ndarray:
-    """`least_action_flips` in numpy, for the online solver's inner loop on the CPU, where a
-    presentation is ~15 operations on (b, K) arrays and torch's per-call overhead was most of the
-    committee runs' CPU time. The same arguments as numpy arrays (costs given); the same flips,
-    ties included (a stable argsort orders tied units by index, as torch's does; tested).
-    """
-    values = np.where(fields > 0, 1.0, -1.0)
-    levels = []
-    fan_ins = (*groups, values.shape[-1] // math.prod(groups))
-    for level, g in enumerate(fan_ins):
-        children_values = values.reshape(*values.shape[:-1], -1, g)
-        children_costs = costs.reshape(*costs.shape[:-1], -1, g)
-        node = np.sign(children_values.sum(-1))
-        at_node = children_values == node[..., None]
-        needed = at_node.sum(-1) - (g - 1) // 2
-        order = np.argsort(np.where(at_node, children_costs, np.inf), axis=-1, kind="stable")
-        chosen = order.argsort(axis=-1) < needed[..., None]  # each child's place in the order < needed
-        levels.append(chosen)
-        values = node
-        if level < len(fan_ins) - 1:
-            costs = np.where(chosen, children_costs, 0.0).astype(children_costs.dtype).sum(-1)
-    flip = (values[..., 0] != labels)[..., None]
-    for chosen in reversed(levels):
-        flip = (chosen & flip[..., None]).reshape(*chosen.shape[:-2], -1)
-    return flip
 
 
 def cost_factors(
@@ -186,7 +167,7 @@ def online_active_set(batch: int, on_cpu: bool, w: torch.Tensor, x: torch.Tensor
 
 
 def presents_in_numpy(device: torch.device) -> bool:
-    """Whether `train_least_action` presents the patterns with numpy (`least_action_flips_numpy`):
+    """Whether `train_least_action` presents the patterns with numpy (`online_epoch_numpy`):
     on the CPU; other devices take the torch path."""
     return torch.device(device).type == "cpu"
 
@@ -225,7 +206,7 @@ def train_least_action(
     active = online_active_set(batch, on_cpu, final.clone(), x_all, labels, mask)
 
     def repair(fields, labels, costs):
-        return least_action_flips_numpy(fields, labels, architecture.groups, costs)
+        return least_action_flips(fields, labels, architecture.groups, costs)
 
     def present(order: list[int]) -> torch.Tensor:
         factors = cost_factors(len(order), len(active), k, choice_noise, generator, patterns.device)

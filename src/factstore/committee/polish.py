@@ -18,7 +18,7 @@ import scipy.sparse
 import torch
 
 from factstore.committee.architectures import Architecture
-from factstore.committee.least_action import least_action_flips, unit_signs
+from factstore.committee.least_action import least_action_flips
 from factstore.committee.separability import solve_lp
 
 
@@ -27,9 +27,9 @@ def internal_representation(fields: np.ndarray, labels: np.ndarray, groups: tupl
 
     fields (P, K) first-layer fields, labels (P,); the majority tree of these targets outputs the
     label on every pattern."""
-    fields_t = torch.as_tensor(fields, dtype=torch.float64)
-    flips = least_action_flips(fields_t, torch.as_tensor(labels, dtype=torch.float64), groups)
-    return (unit_signs(fields_t) * torch.where(flips, -1.0, 1.0).to(torch.float64)).numpy()
+    fields = np.asarray(fields, dtype=np.float64)
+    flips = least_action_flips(fields, np.asarray(labels, dtype=np.float64), groups)
+    return np.where(fields > 0, 1.0, -1.0) * np.where(flips, -1.0, 1.0)
 
 
 def fit_unit(inputs: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, float]:
@@ -70,7 +70,7 @@ class RememberedFits:
 def errors_of(weights: np.ndarray, inputs: np.ndarray, labels: np.ndarray, groups: tuple[int, ...] = ()) -> int:
     """Misclassified patterns of one tree machine: weights (K, n), inputs (P, K, n), labels (P,)."""
     fields = np.einsum("pkn,kn->pk", inputs, weights)
-    flips = least_action_flips(torch.as_tensor(fields), torch.as_tensor(labels, dtype=torch.float64), groups)
+    flips = least_action_flips(fields, np.asarray(labels, dtype=np.float64), groups)
     return int(flips.any(-1).sum())
 
 
