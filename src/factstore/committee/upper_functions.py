@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,9 +68,12 @@ def _place_values(width: int, device) -> torch.Tensor:
     return 2 ** torch.arange(width - 1, -1, -1, device=device)
 
 
-def table_index(signs: torch.Tensor) -> torch.Tensor:
-    """(...) long: the row of `sign_vectors` of each sign vector in signs (..., H); a field may stand
-    for its sign (> 0 is +1, <= 0 is -1, as `unit_signs`)."""
+def table_index(signs):
+    """(...) integer: the row of `sign_vectors` of each sign vector in signs (..., H), a numpy array
+    or torch tensor (the index is of the same kind); a field may stand for its sign (> 0 is +1,
+    <= 0 is -1, as `unit_signs`)."""
+    if isinstance(signs, np.ndarray):
+        return ((signs > 0) * _place_values(signs.shape[-1], None).numpy()).sum(-1)
     return ((signs > 0).long() * _place_values(signs.shape[-1], signs.device)).sum(-1)
 
 
@@ -157,33 +161,22 @@ def outputs_after_flips(table: torch.Tensor) -> torch.Tensor:
     return table[table_index(signs[:, None, :] * (1 - 2 * flip_subsets(width, table.device)))]
 
 
-def cheapest_flips(
-    table: torch.Tensor, fields: torch.Tensor, labels: torch.Tensor, costs: torch.Tensor | None = None,
-    after_flips: torch.Tensor | None = None,
-) -> torch.Tensor:
+def cheapest_flips(table, fields, labels, costs=None, after_flips=None, subsets=None):
     """(..., H) bool: the cheapest set of first-layer units to flip so that f gives the label; all
     False where it already does. table (2^H,), fields (..., H), labels (...), costs (..., H) (|fields|
-    when None); after_flips: `outputs_after_flips(table)`, computed here when None (the online solver
-    passes it once). Every non-empty set is tried; f is odd, so flipping all units always works."""
-    costs = fields.abs() if costs is None else costs
+    when None); after_flips: `outputs_after_flips(table)`, subsets: `flip_subsets(H)`, computed
+    here when None (the online solver passes them once). The arrays are all numpy or all torch, and
+    the mask is of the same kind: numpy is the online solver's loop on the CPU (torch's per-call
+    overhead was most of a presentation), which must pass after_flips and subsets. Every non-empty
+    set is tried (ties: the first in `flip_subsets` order); f is odd, so flipping all units always
+    works."""
+    xp = np if isinstance(fields, np.ndarray) else torch
+    costs = abs(fields) if costs is None else costs
     after_flips = outputs_after_flips(table) if after_flips is None else after_flips
-    subsets = flip_subsets(fields.shape[-1], fields.device)  # (S, H)
+    subsets = flip_subsets(fields.shape[-1], fields.device) if subsets is None else subsets  # (S, H)
     index = table_index(fields)
-    total = torch.where(after_flips[index] == labels[..., None], (costs[..., None, :] * subsets).sum(-1), torch.inf)
-    chosen = subsets[total.argmin(-1)].bool()
-    wrong = table[index] != labels
-    return chosen & wrong[..., None]
-
-
-def cheapest_flips_numpy(
-    table: np.ndarray, fields: np.ndarray, labels: np.ndarray, costs: np.ndarray, after_flips: np.ndarray, subsets: np.ndarray
-) -> np.ndarray:
-    """`cheapest_flips` in numpy, for the online solver's loop on the CPU (torch's per-call overhead
-    was most of a presentation): the same arrays as numpy arrays, after_flips and subsets
-    (`flip_subsets`) given. The same flips (tested, ties included: argmin takes the first)."""
-    index = ((fields > 0) * _place_values(fields.shape[-1], None).numpy()).sum(-1)  # `table_index`
-    total = np.where(after_flips[index] == labels[..., None], (costs[..., None, :] * subsets).sum(-1), np.inf)
-    chosen = subsets[total.argmin(-1)].astype(bool)
+    total = xp.where(after_flips[index] == labels[..., None], (costs[..., None, :] * subsets).sum(-1), math.inf)
+    chosen = subsets[total.argmin(-1)] != 0
     return chosen & (table[index] != labels)[..., None]
 
 
@@ -217,7 +210,7 @@ def train_through_function(
         table_np, after_np, subsets = table.numpy(), after_flips.numpy(), flip_subsets(width).numpy()
 
         def repair(fields, labels, costs):
-            return cheapest_flips_numpy(table_np, fields, labels, costs, after_np, subsets)
+            return cheapest_flips(table_np, fields, labels, costs, after_np, subsets)
 
     def present(order: list[int]) -> torch.Tensor:
         factors = cost_factors(len(order), len(active), width, choice_noise, generator, patterns.device)
