@@ -187,7 +187,7 @@ def polish_fc_instance(weights: list[np.ndarray], inputs: np.ndarray, labels: np
         for l, w in enumerate(weights):
             for unit in range(w.shape[0]):
                 w[unit], _ = fit(layer_input, targets[l][:, unit].numpy())
-            layer_input = unit_signs(torch.as_tensor(layer_input @ w.T)).numpy()
+            layer_input = unit_signs(layer_input @ w.T)
     return fc_errors(weights, inputs, labels) == 0, weights, fit.solved
 
 

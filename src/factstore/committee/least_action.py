@@ -43,8 +43,11 @@ from factstore.committee.architectures import Architecture
 from factstore.committee.training import ActiveSet, EmbeddingResult, online_epochs
 
 
-def unit_signs(fields: torch.Tensor) -> torch.Tensor:
-    """sign(h) with h = 0 read as -1: a unit exactly at zero counts as wrong for either label."""
+def unit_signs(fields):
+    """sign(h) with h = 0 read as -1: a unit exactly at zero counts as wrong for either label.
+    fields a numpy array or torch tensor; the signs are of the same kind and dtype."""
+    if isinstance(fields, np.ndarray):
+        return np.where(fields > 0, 1.0, -1.0).astype(fields.dtype, copy=False)
     return torch.where(fields > 0, 1.0, -1.0).to(fields.dtype)
 
 
@@ -71,7 +74,7 @@ def least_action_flips(fields, labels, groups: tuple[int, ...] = (), costs=None)
     layer.
     """
     xp = np if isinstance(fields, np.ndarray) else torch
-    values = xp.where(fields > 0, 1.0, -1.0)  # sign(h), h = 0 read as -1 (`unit_signs`)
+    values = unit_signs(fields)
     costs = abs(fields) if costs is None else costs
     levels = []  # per majority level: the mask (..., nodes, fan_in) of children to flip if the node flips
     fan_ins = (*groups, values.shape[-1] // math.prod(groups))

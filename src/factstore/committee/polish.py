@@ -18,7 +18,7 @@ import scipy.sparse
 import torch
 
 from factstore.committee.architectures import Architecture
-from factstore.committee.least_action import least_action_flips
+from factstore.committee.least_action import least_action_flips, unit_signs
 from factstore.committee.separability import solve_lp
 
 
@@ -29,7 +29,7 @@ def internal_representation(fields: np.ndarray, labels: np.ndarray, groups: tupl
     label on every pattern."""
     fields = np.asarray(fields, dtype=np.float64)
     flips = least_action_flips(fields, np.asarray(labels, dtype=np.float64), groups)
-    return np.where(fields > 0, 1.0, -1.0) * np.where(flips, -1.0, 1.0)
+    return unit_signs(fields) * np.where(flips, -1.0, 1.0)
 
 
 def fit_unit(inputs: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, float]:
