@@ -21,9 +21,10 @@ from factstore.usability import threshold
 from factstore.usability.summary import capacity_gains
 from factstore.usability.task import (
     IGNORE, JunkLengths, Task, Vocabulary, gaussian_embeddings, gaussian_probe_task, make_task, mlp_fact_set,
-    principal_projection, recall_sequences, token_embeddings,
+    recall_sequences, token_embeddings,
 )
 from factstore.usability.training import Probe, TrainingSettings, build_runs, train_attention, usability
+from factstore.whitening import principal_projection
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 

@@ -100,6 +100,20 @@ def whiten_fact_set(
     return whitened, key_transform, value_transform
 
 
+def principal_projection(tables: list[Tensor], dim: int) -> list[Tensor]:
+    """Every table (n_t, D) projected onto the top `dim` right singular vectors of all of them
+    stacked (uncentred, like the whitening): the leading, most anisotropic part of real embeddings
+    in a smaller dimension (the project's choice that lets a CPU run 384-d MiniLM facts at d = 64:
+    the usability study, and the mlp study's whitening sweep at F >> d). dim >= D returns the
+    tables unchanged (float64)."""
+    tables = [table.to(torch.float64) for table in tables]
+    if dim >= tables[0].shape[1]:
+        return tables
+    _, _, right = torch.linalg.svd(torch.cat(tables), full_matrices=False)
+    basis = right[:dim].T  # (D, dim)
+    return [table @ basis for table in tables]
+
+
 # ---------------------------------------------------------------------------------------------
 # Folding whitening into linear maps
 # ---------------------------------------------------------------------------------------------

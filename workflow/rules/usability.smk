@@ -126,9 +126,9 @@ rule usability_summary:
         metrics="results/usability/metrics.csv",
     input:
         **USABILITY_TABLES,
-        code=step_code("usability"),
+        code=step_code("usability_summary"),
     params:
-        step="usability.summary",
+        step="usability_summary.summary",
         json=as_json(USABILITY_SUMMARY_PARAMS),
         io=runner_io,
     log:

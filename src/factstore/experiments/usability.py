@@ -8,7 +8,8 @@ Rules in workflow/rules/usability.smk call these through `python -m factstore us
 - `whitening` (one job per embedding kind, real MiniLM or anisotropic synthetic): at every
   whitening strength alpha, the standalone capacity of the whitened-and-folded MLP and the
   fact-adaptive accuracy of an MLP of that size (the seed's Fig. 8a).
-- `summary`: the metrics of the three claims (factstore.usability.summary).
+- `usability_summary.summary` (its own step module, so that editing a metric reruns only the
+  summary): the metrics of the three claims (factstore.usability.summary).
 
 Every probe trains one Transformer (factstore.usability.training.usability): the MLP it is
 trained with stores map f1; the MLP swapped in stores a fresh map f2 on the same embeddings, is
@@ -30,17 +31,15 @@ from torch import Tensor, nn
 from factstore.device import derived_generator
 from factstore.facts import FactSet
 from factstore.geometry import margin_optimal_targets
-from factstore.io import concat_tables, read_table
-from factstore.metrics import MetricsTable
+from factstore.io import read_table
 from factstore.mlp import gd
 from factstore.mlp.capacity import smallest_widths_configured
 from factstore.mlp.methods import METHODS
 from factstore.mlp.modules import fold_module, module_accuracy
 from factstore.search import bracket_search_smallest_together
-from factstore.usability import summary as measures
 from factstore.usability.lipschitz import tangent_lipschitz
 from factstore.usability.task import (
-    JunkLengths, Task, anisotropic_embeddings, gaussian_probe_task, probe_task, real_embeddings, two_maps,
+    JunkLengths, Task, anisotropic_embeddings, gaussian_probe_task, of_degree, probe_task, real_embeddings, two_maps,
 )
 from factstore.usability.training import Probe, TrainingSettings, usability
 from factstore.whitening import whiten_fact_set
@@ -101,7 +100,7 @@ def standalone_guess(table: pd.DataFrame, dim: int, n_facts: int, target: float,
     target), NTK rows of Hermite degree `degree`; (1, NaN) without a stored row (doubling from 1)."""
     rows = table[(table.d == dim) & (table.F == n_facts) & (table.target - target).abs().lt(1e-9)
                  & table.stored.astype(bool)]
-    rows = rows[measures.of_degree(rows, degree)]
+    rows = rows[of_degree(rows, degree)]
     if rows.empty:
         return 1, math.nan
     return max(1, int(round(rows.width.median()))), float(rows.n_params.median())
@@ -235,24 +234,3 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
               f"{row['fact_adaptive_max']:.4f}, attention on key {row['attention_on_key']:.3f}, Lip/rms "
               f"{row['lipschitz_relative']:.3g}", flush=True)
     return {"table": pd.DataFrame(rows)}
-
-
-def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """Tables and metrics of the three claims (factstore.usability.summary).
-
-    inputs: capacity_<method>, probes_<method> (capacity step), whitening_<kind> (whitening step),
-    standalone_<method> (the fact-storing-MLP study's capacity tables). params: target (the
-    usability criterion), ntk_degree, lipschitz_on ('lipschitz_relative' | 'lipschitz'). Returns
-    {"usable": usable vs standalone per (method, F), "mlps": every MLP evaluated, "metrics"}.
-    """
-    target = params["target"]
-    capacity_table, probes = concat_tables(inputs, "capacity_"), concat_tables(inputs, "probes_")
-    whitening_table, standalone = concat_tables(inputs, "whitening_"), concat_tables(inputs, "standalone_")
-    usable = measures.usable_table(capacity_table, standalone, target, params["ntk_degree"])
-    mlps = pd.concat([probes, whitening_table], ignore_index=True)
-    metrics = MetricsTable()
-    for name, value, detail, error in (measures.usable_metrics(capacity_table, usable, probes, target)
-                                       + measures.whitening_metrics(whitening_table)
-                                       + measures.lipschitz_metrics(whitening_table, target, params["lipschitz_on"])):
-        metrics.add(name, value, detail, standard_error=error)
-    return {"usable": usable, "mlps": mlps, "metrics": metrics.frame()}

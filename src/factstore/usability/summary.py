@@ -22,6 +22,7 @@ import pandas as pd
 
 from factstore.statistics import binomial_standard_error, spearman
 from factstore.usability import threshold
+from factstore.usability.task import of_degree
 
 CONSTRUCTIONS = ("ntk", "ntk_ustar", "ed_gated", "ed_plain", "ed_gated_v")
 """The constructed MLPs (every other method, gd_*, is trained)."""
@@ -34,14 +35,6 @@ def standard_error(values) -> float:
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
     return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
-
-
-def of_degree(table: pd.DataFrame, degree: int) -> pd.Series:
-    """Rows of a fact-storing-MLP table built with NTK Hermite degree `degree` (other methods'
-    degree is NaN and always kept)."""
-    if "degree" not in table:
-        return pd.Series(True, index=table.index)
-    return table.degree.isna() | np.isclose(table.degree, degree)
 
 
 def usable_table(capacity_table: pd.DataFrame, standalone: pd.DataFrame, target: float, degree: int) -> pd.DataFrame:

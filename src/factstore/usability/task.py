@@ -26,10 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor
 
 from factstore.facts import FactSet, conditioned_embeddings, normalize_rows
+from factstore.whitening import principal_projection
 
 IGNORE = -100
 """Target of every position that is not scored (torch's cross-entropy ignore_index)."""
@@ -176,19 +178,6 @@ def gaussian_embeddings(n: int, dim: int, generator: torch.Generator) -> Tensor:
     return torch.randn(n, dim, generator=generator, dtype=torch.float64) / dim**0.5
 
 
-def principal_projection(tables: list[Tensor], dim: int) -> list[Tensor]:
-    """Every table (n_t, D) projected onto the top `dim` right singular vectors of all of them
-    stacked (uncentred, like the whitening): the leading, most anisotropic part of real embeddings
-    in a smaller dimension (the project's choice that lets a CPU run 384-d MiniLM facts at d = 64).
-    dim >= D returns the tables unchanged (float64)."""
-    tables = [table.to(torch.float64) for table in tables]
-    if dim >= tables[0].shape[1]:
-        return tables
-    _, _, right = torch.linalg.svd(torch.cat(tables), full_matrices=False)
-    basis = right[:dim].T  # (D, dim)
-    return [table @ basis for table in tables]
-
-
 def make_task(keys: Tensor, values: Tensor, junk: Tensor, query: Tensor, lengths: JunkLengths):
     """(task, decoding table): the recall task on these embeddings (keys, values (F, d), junk
     (J, d), query (d,)); the MLP-norm scale is the mean RMS of the unit keys. The decoding table
@@ -249,3 +238,11 @@ def anisotropic_embeddings(n_facts: int, dim: int, kappa: float, n_junk: int,
     values = conditioned_embeddings(n_facts, dim, kappa, generator)
     junk, query = gaussian_embeddings(n_junk, dim, generator), gaussian_embeddings(1, dim, generator)
     return keys, values, junk, query[0]
+
+
+def of_degree(table: pd.DataFrame, degree: int) -> pd.Series:
+    """Rows of a fact-storing-MLP table built with NTK Hermite degree `degree` (other methods'
+    degree is NaN and always kept)."""
+    if "degree" not in table:
+        return pd.Series(True, index=table.index)
+    return table.degree.isna() | np.isclose(table.degree, degree)

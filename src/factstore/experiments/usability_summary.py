@@ -1,0 +1,35 @@
+"""Summary step of the usability study (SPEC S0 "Usability inside a Transformer"): the rule calls
+it as `usability_summary.summary`. Its own module, so that the capacity and whitening steps
+(experiments/usability.py) do not depend on the metrics' code: editing a metric reruns only this
+step and what reads its tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from factstore.io import concat_tables
+from factstore.metrics import MetricsTable
+from factstore.usability import summary as measures
+
+
+def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
+    """Tables and metrics of the three claims (factstore.usability.summary).
+
+    inputs: capacity_<method>, probes_<method> (capacity step), whitening_<kind> (whitening step),
+    standalone_<method> (the fact-storing-MLP study's capacity tables). params: target (the
+    usability criterion), ntk_degree, lipschitz_on ('lipschitz_relative' | 'lipschitz'). Returns
+    {"usable": usable vs standalone per (method, F), "mlps": every MLP evaluated, "metrics"}.
+    """
+    target = params["target"]
+    capacity_table, probes = concat_tables(inputs, "capacity_"), concat_tables(inputs, "probes_")
+    whitening_table, standalone = concat_tables(inputs, "whitening_"), concat_tables(inputs, "standalone_")
+    usable = measures.usable_table(capacity_table, standalone, target, params["ntk_degree"])
+    mlps = pd.concat([probes, whitening_table], ignore_index=True)
+    metrics = MetricsTable()
+    for name, value, detail, error in (measures.usable_metrics(capacity_table, usable, probes, target)
+                                       + measures.whitening_metrics(whitening_table)
+                                       + measures.lipschitz_metrics(whitening_table, target, params["lipschitz_on"])):
+        metrics.add(name, value, detail, standard_error=error)
+    return {"usable": usable, "mlps": mlps, "metrics": metrics.frame()}
