@@ -276,6 +276,21 @@ def test_whitening_step_folds_and_measures_the_lipschitz_constant(tmp_path):
     assert set(table[table.stored].method) >= {"ed_gated", "gd_gated"}
 
 
+def test_whitening_regime_step_searches_every_alpha_on_the_principal_directions(tmp_path):
+    """F >> d: the fact set on its top d principal directions (here F / d = 48 / 12 = 4), every
+    alpha in one table."""
+    fake_embeddings(tmp_path / "embeddings.npz")
+    section = {"d": 12, "alphas": [0, 0.5, 1.0], "seeds": 1, "target": 1.0, "methods": ["ntk", "ed_gated", "gd_gated"],
+               "ntk_max_width": 1024, "ntk_degrees": [2]}
+    run_step("mlp.whitening_regime", tiny_params(whitening_regime=section), {"embeddings": str(tmp_path / "embeddings.npz")},
+             {"table": str(tmp_path / "table.csv")})
+    table = pd.read_csv(tmp_path / "table.csv")
+    assert list(table.columns) == TABLE_COLUMNS and set(table.experiment) == {"whitening_regime"}
+    assert (table.d == 12).all() and (table.F == 48).all() and set(table.alpha) == {0.0, 0.5, 1.0}
+    assert len(table) == 3 * 3 and table.best_accuracy.between(0, 1).all()
+    assert set(table[table.stored].method) >= {"gd_gated"}
+
+
 @pytest.mark.skipif(not HAS_MINILM, reason="the offline MiniLM package is not installed")
 def test_embeddings_step_writes_aligned_minilm_rows(tmp_path):
     facts = pd.DataFrame({"book": ["The Hobbit", "Dune", "Emma", "Ulysses", "Beloved"],
@@ -319,9 +334,12 @@ def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(smoke_run)
     measured = results[results.stored]
     ratios = measured.n_params / scaling.information_bound(measured.F.to_numpy(), section["bits_per_parameter_assumed"])
     assert metrics["info_bound_min_ratio"] == pytest.approx(ratios.min())
-    assert set(results.experiment) == {"capacity", "ntk_regime", "robust_regime", "anisotropy", "anisotropy_regime", "whitening"}
+    assert set(results.experiment) == {"capacity", "ntk_regime", "robust_regime", "anisotropy", "anisotropy_regime", "whitening",
+                                      "whitening_regime"}
     assert set(results[results.experiment == "anisotropy_regime"].d) == {section["anisotropy_regime"]["d"]}
     assert any(name.endswith(suffix) for name in metrics)
     assert set(results[results.experiment == "ntk_regime"].d) == {section["ntk_regime"]["d"]}
+    assert set(results[results.experiment == "whitening_regime"].d) == {section["whitening_regime"]["d"]}
+    assert {f"whitening_regime_capacity_spearman_{m}" for m in section["whitening_regime"]["methods"]} <= set(metrics)
     fits = tables["fits"]
     assert set(fits.method) == set(section["capacity"]["methods"])

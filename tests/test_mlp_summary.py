@@ -398,3 +398,54 @@ def test_the_info_bound_is_decided_only_when_the_search_interval_does_not_stradd
     assert value(below, "info_bound_decided") == 1.0 and verdict("S0.info-bound", below) == "FAIL"
     no_failing_probe = bound_frame(1.5, math.nan)  # stored at the first probe: the interval reaches down to 0
     assert value(no_failing_probe, "info_bound_min_ratio_lower") == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# S0.whitening-capacity at F >> d
+# ---------------------------------------------------------------------------------------------
+
+ALPHAS = [0.0, 0.2, 1.0]
+
+
+def whitening_regime_rows(method: str, accuracies: list[float], widths: list[float | None]) -> list[dict]:
+    """One method at each alpha of ALPHAS, 2 seeds: stored with W = widths[i], or not stored
+    within the cap with best accuracy accuracies[i]."""
+    rows = []
+    for alpha, accuracy, n_params in zip(ALPHAS, accuracies, widths):
+        for replicate in range(2):
+            entry = row(method, 256, math.nan, replicate, n_params, experiment="whitening_regime", d=64,
+                        degree=2.0 if method.startswith("ntk") else math.nan)
+            rows.append(entry | {"alpha": alpha, "best_accuracy": 1.0 if n_params is not None else accuracy})
+    return rows
+
+
+def whitening_regime_frame(rows: list[dict]) -> pd.DataFrame:
+    metrics = MetricsTable()
+    mlp_summary.whitening_regime_metrics(best_degree_rows(tidy_table(rows)), metrics)
+    return metrics.frame()
+
+
+@pytest.mark.parametrize("accuracies, widths, expected", [
+    ([0.36, 0.95, 0.98], [None, None, None], "PASS"),  # no alpha stores: the accuracy within the cap rises
+    ([0.98, 0.95, 0.36], [None, None, None], "FAIL"),  # ... or falls
+    ([0.36, 1.0, 1.0], [None, 9000, 6000], "PASS"),  # stored alphas read 1: the rise to storage counts
+    ([1.0, 1.0, 1.0], [3000, 6000, 9000], "FAIL"),  # every alpha stores: F / W, here falling
+    ([1.0, 1.0, 1.0], [9000, 6000, 3000], "PASS"),
+])
+def test_whitening_regime_reads_capacity_within_the_width_budget(accuracies, widths, expected):
+    """The NTK at F >> d: F / W where every (alpha, seed) stores, else the facts recalled within
+    the width cap (issue 23: read at a fixed width budget), so the check flips with the trend."""
+    frame = whitening_regime_frame(whitening_regime_rows("ntk", accuracies, widths))
+    assert verdict("S0.whitening-capacity", frame, only="whitening_regime_capacity_spearman_ntk") == expected
+    assert value(frame, "whitening_regime_stored_fraction_ntk") == sum(w is not None for w in widths) / len(widths)
+
+
+def test_whitening_regime_reports_every_method_and_the_claim_reads_the_ntk():
+    rows = (whitening_regime_rows("ntk", [0.36, 0.95, 0.98], [None, None, None])
+            + whitening_regime_rows("gd_gated", [1.0] * 3, [1344, 1536, 2112])
+            + whitening_regime_rows("ed_gated", [1.0] * 3, [17914, 14049, 21979]))
+    frame = whitening_regime_frame(rows)
+    assert value(frame, "whitening_regime_capacity_spearman_gd_gated") == pytest.approx(-1.0)
+    assert value(frame, "whitening_regime_capacity_spearman_ed_gated") == pytest.approx(-0.5)
+    assert value(frame, "whitening_regime_capacity_spearman_ntk") == pytest.approx(1.0)
+    assert "whitening_regime_capacity_spearman_ntk" in [c["metric"] for c in REGISTRY["S0.whitening-capacity"]["checks"]]

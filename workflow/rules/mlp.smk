@@ -2,7 +2,8 @@
 # MiniLM embeddings with the Lipschitz constant. Jobs: MiniLM embeddings once; one capacity search
 # job per method (all F, seeds, targets); one anisotropy job per kappa and one whitening job per
 # alpha (all methods, sharing the U* solve of their value set); the sweeps at the seed's d = 128
-# (the NTK's capacity, the NTK's and the encoder-decoder's kappa sweeps) one job each.
+# (the NTK's capacity, the NTK's and the encoder-decoder's kappa sweeps) and the whitening sweep
+# at F >> d one job each.
 
 MLP = config["mlp"]
 # What every search job reads; each job adds its own section without the list it is one point of.
@@ -160,11 +161,33 @@ rule mlp_whitening:
         STEP
 
 
+rule mlp_whitening_regime:
+    """The whitening sweep at F >> d (S0.whitening-capacity in the seed's regime): every alpha, the
+    MiniLM facts on their top d principal directions."""
+    output:
+        table="results/mlp/whitening_regime.csv",
+    input:
+        embeddings=rules.mlp_embeddings.output.embeddings,
+        code=step_code("mlp"),
+    params:
+        step="mlp.whitening_regime",
+        json=as_json(MLP_SHARED, whitening_regime=MLP["whitening_regime"]),
+        io=runner_io,
+    threads: config["threads"]
+    resources:
+        gpu=1,  # its GD methods train on the GPU when there is one
+    log:
+        "logs/mlp/whitening_regime.log",
+    shell:
+        STEP
+
+
 # Named inputs of the summary: one table per capacity method, per kappa, per alpha.
 MLP_TABLES = (
     named_outputs(rules.mlp_capacity.output.table, {f"capacity_{m}": {"method": m} for m in MLP["capacity"]["methods"]})
     | {"robust_regime": rules.mlp_robust_regime.output.table}
     | {"anisotropy_regime": rules.mlp_anisotropy_regime.output.table}
+    | {"whitening_regime": rules.mlp_whitening_regime.output.table}
     | named_outputs(rules.mlp_ntk_regime.output.table, {f"regime_{m}": {"method": m} for m in MLP["ntk_regime"]["methods"]})
     | named_outputs(rules.mlp_anisotropy.output.table, {f"anisotropy_k{k:g}": {"kappa": f"{k:g}"} for k in MLP["anisotropy"]["kappas"]})
     | named_outputs(rules.mlp_whitening.output.table, {f"whitening_a{a:g}": {"alpha": f"{a:g}"} for a in MLP["whitening"]["alphas"]})
@@ -201,7 +224,8 @@ MLP_FIGURE_INPUTS = {
     "seed_regime": {"results": rules.mlp_summary.output.results},  # the d = 128 sweeps (ntk_regime, robust_regime)
 }
 MLP_FIGURE_PARAMS = MLP_SUMMARY_PARAMS | {
-    key: MLP[key] for key in ("capacity", "anisotropy", "anisotropy_regime", "whitening", "ntk_regime", "robust_regime")
+    key: MLP[key]
+    for key in ("capacity", "anisotropy", "anisotropy_regime", "whitening", "whitening_regime", "ntk_regime", "robust_regime")
 }
 FIGURES += figure_files("mlp", MLP_FIGURE_INPUTS)
 

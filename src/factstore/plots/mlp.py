@@ -217,23 +217,18 @@ def anisotropy_regime(tables: dict[str, pd.DataFrame], params: dict):
 
 
 def whitening(tables: dict[str, pd.DataFrame], params: dict):
-    """Facts per parameter, the relative Lipschitz constant and rho(V) against alpha."""
+    """Top row (d = 384): facts per parameter, the relative Lipschitz constant and rho(V) against
+    alpha. Bottom row (the sweep at F >> d, whitening_regime): facts per parameter, the accuracy
+    within the width cap (the NTK's reading where it does not store) and rho(V)."""
     results = tables["results"]
     table = results[results.experiment == "whitening"].sort_values("alpha")
+    regime = best_degree_rows(results[results.experiment == "whitening_regime"]).sort_values("alpha")
     section = params["whitening"]
-    fig, axes = style.figure(ncols=3, width=4.0, height=3.4)
+    fig, axes = style.figure(ncols=3, nrows=2 if len(regime) else 1, width=4.0, height=3.4)
     capacity_ax, lipschitz_ax, rho_ax = axes[0]
     colours = _colours()
-    positive = table.facts_per_parameter[table.facts_per_parameter > 0]
-    floor = positive.min() / 3 if len(positive) else 1e-6
-    for method in [m for m in METHODS if m in set(table.method)]:
-        rows = table[table.method == method].groupby("alpha").agg(
-            facts_per_parameter=("facts_per_parameter", "mean"), lipschitz_relative=("lipschitz_relative", "mean"),
-            stored=("stored", "all")).reset_index()
-        stored, failed = rows[rows.stored], rows[~rows.stored]
-        capacity_ax.plot(stored.alpha, stored.facts_per_parameter, color=colours[method], marker=MARKERS[method], ms=4,
-                         label=_label(method))
-        capacity_ax.plot(failed.alpha, np.full(len(failed), floor), linestyle="none", marker="x", ms=7, color=colours[method])
+    for method, rows in _plot_capacity_against_alpha(capacity_ax, table, colours, "lipschitz_relative").items():
+        failed = rows[~rows.stored]
         lipschitz_ax.plot(rows.alpha, rows.lipschitz_relative, color=colours[method], marker=MARKERS[method], ms=4)
         lipschitz_ax.plot(failed.alpha, failed.lipschitz_relative, linestyle="none", marker="o", ms=10,
                           markerfacecolor="none", color=colours[method])
@@ -253,6 +248,8 @@ def whitening(tables: dict[str, pd.DataFrame], params: dict):
     rho_ax.set_ylim(bottom=0)
     rho_ax.set_ylabel("decodability $\\rho(V)$")
     rho_ax.set_title("(c) decodability")
+    if len(regime):
+        _whitening_regime_panels(axes[1], regime, params["whitening_regime"], colours)
     for ax in axes.flat:
         ax.set_xlabel("whitening strength $\\alpha$")
     style.shared_legend(fig, axes)
@@ -260,8 +257,50 @@ def whitening(tables: dict[str, pd.DataFrame], params: dict):
     style.caption(fig, f"MiniLM embeddings of {n_facts} Goodreads titles (keys) and their authors (values), d = 384; keys and values "
                        f"whitened with the same alpha, MLP folded back to the original basis; mean over {seeds} seeds\nrelative "
                        f"Lipschitz constant = max Jacobian spectral norm over {section['lipschitz_samples']} keys / RMS output norm over "
-                       f"all keys, at each MLP's smallest storing width (decoding does not depend on the output scale)")
+                       f"all keys, at each MLP's smallest storing width (decoding does not depend on the output scale)"
+                       + (f"\nbottom row: the same facts on their top {params['whitening_regime']['d']} principal directions "
+                          f"(F / d = {int(regime.F.iloc[0]) / params['whitening_regime']['d']:g}), mean over "
+                          f"{params['whitening_regime']['seeds']} seeds; accuracy within the width cap of each method's "
+                          f"search (NTK: {params['whitening_regime']['ntk_max_width']:,} units)" if len(regime) else ""))
     return fig
+
+
+def _plot_capacity_against_alpha(ax, table: pd.DataFrame, colours: dict, column: str) -> dict[str, pd.DataFrame]:
+    """Seed-mean F / W per method against alpha where every seed stored, an x at a floor below the
+    smallest stored F / W where not. Returns {method: per-alpha means of F / W and `column`, and
+    whether every seed stored}, for the panels beside it."""
+    per_method = {method: table[table.method == method].groupby("alpha").agg(
+                      facts_per_parameter=("facts_per_parameter", "mean"), **{column: (column, "mean")},
+                      stored=("stored", "all")).reset_index()
+                  for method in METHODS if method in set(table.method)}
+    drawn = [rows.facts_per_parameter[rows.stored] for rows in per_method.values()]
+    positive = pd.concat(drawn) if drawn else pd.Series(dtype=float)
+    floor = positive.min() / 3 if len(positive) else 1e-6
+    for method, rows in per_method.items():
+        stored, failed = rows[rows.stored], rows[~rows.stored]
+        ax.plot(stored.alpha, stored.facts_per_parameter, color=colours[method], marker=MARKERS[method], ms=4,
+                label=_label(method))
+        ax.plot(failed.alpha, np.full(len(failed), floor), linestyle="none", marker="x", ms=7, color=colours[method])
+    return per_method
+
+
+def _whitening_regime_panels(axes, regime: pd.DataFrame, section: dict, colours: dict) -> None:
+    """(d) F / W per method where every seed stored (x at the floor where not), (e) the mean best
+    accuracy within the width cap, (f) rho(V) of the projected, whitened values; against alpha."""
+    capacity_ax, accuracy_ax, rho_ax = axes
+    for method, rows in _plot_capacity_against_alpha(capacity_ax, regime, colours, "best_accuracy").items():
+        accuracy_ax.plot(rows.alpha, rows.best_accuracy, color=colours[method], marker=MARKERS[method], ms=4)
+    capacity_ax.set_yscale("log")
+    capacity_ax.set_ylabel("facts per parameter $F / W$")
+    capacity_ax.set_title(f"(d) capacity at d = {section['d']}")
+    accuracy_ax.axhline(section["target"], color="0.5", linestyle=":", linewidth=1)
+    accuracy_ax.set_ylabel("best accuracy within the cap")
+    accuracy_ax.set_title("(e) a fixed width budget")
+    rho = regime.groupby("alpha").rho.mean()
+    rho_ax.plot(rho.index, rho.values, color="0.3", marker="x")
+    rho_ax.set_ylim(bottom=0)
+    rho_ax.set_ylabel("decodability $\\rho(V)$")
+    rho_ax.set_title(f"(f) decodability at d = {section['d']}")
 
 
 def seed_regime(tables: dict[str, pd.DataFrame], params: dict):
