@@ -322,3 +322,18 @@ def test_min_norm_point_of_a_hull_containing_the_origin_is_zero():
     torch.testing.assert_close(
         (weights.unsqueeze(2) * points).sum(dim=1), torch.zeros(1, 2, dtype=torch.float64)
     )
+
+
+def test_a_full_working_set_is_solved_on_until_certified():
+    """Where every competitor is already in the working set (F - 1 <= its size), a round whose
+    min-norm solve stops short of the certificate is followed by more rounds from its weights, not
+    returned unconverged (hypothesis found this set: before the fix, value 5's margin was 0.0057
+    with an upper bound of 0.0237, against 0.0211 for the same set unmoved)."""
+    gen = generator(642)
+    values = torch.randn(15, 3, generator=gen, dtype=torch.float64)
+    torch.randn(30, 3, generator=gen, dtype=torch.float64)
+    rotation, _ = torch.linalg.qr(torch.randn(3, 3, generator=gen, dtype=torch.float64))
+    moved = 5.753724969009297 * (values - 1.8301717564552749) @ rotation
+    result = solve_margin_optimal(moved)
+    assert bool(result.converged.all()) and result.n_rounds > 1
+    torch.testing.assert_close(result.margins, solve_margin_optimal(values).margins, rtol=0, atol=1e-7)

@@ -131,12 +131,15 @@ def _solve_block(
         done = (upper[active] - lower[active] <= tolerance) | (norms <= tolerance)
         converged[active] = done
 
-        room = n_values - 1 - candidates.shape[1]
-        if room <= 0 or bool(done.all()):
+        if bool(done.all()):
             break
-        candidates, weights = _grow_working_sets(
-            candidates, weights, active, new_weights, active_margins, min(n_added, room)
-        )
+        room = n_values - 1 - candidates.shape[1]
+        if room > 0:
+            candidates, weights = _grow_working_sets(
+                candidates, weights, active, new_weights, active_margins, min(n_added, room)
+            )
+        else:  # every competitor is in the working set: solve it on, from this round's weights
+            weights[active] = new_weights
         active = active[~done]
     return targets, lower.clamp_min(0.0), upper, converged, rounds
 
@@ -179,7 +182,10 @@ def solve_margin_optimal(
     each keeps `n_candidates` competitors at first (default clamp(2d, 16, 64): an optimum rests
     on at most d + 1 of them, ~45 for spherical values in d = 128) and grows by `n_added`
     (default half that) per round while some value outside its working set violates the
-    margin. `max_iterations` projected-gradient steps per round before the exact Wolfe stage.
+    margin; a row whose working set holds every competitor and whose round stopped short of the
+    certificate is solved on from that round's weights. `max_iterations` projected-gradient steps
+    per round before the exact Wolfe stage; `max_rounds` rounds at most (rows still open then
+    have converged = False).
     Memory ~ chunk_size x (F + k^2 + k d) floats.
     """
     values = values.to(torch.float64)
