@@ -143,9 +143,9 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
 
     inputs: capacity_<method>, regime_<method> (the NTK at the seed's d = 128), robust_regime (the
     encoder-decoder's kappa sweep at d = 128), anisotropy_regime (the NTK's kappa sweep at d = 128),
-    anisotropy_k<kappa>, whitening_a<alpha>, whitening_regime (the whitening sweep at F >> d) tables. params: bits_per_parameter_assumed, main_target
-    (the project's standalone storage target; the seed's 99% is fact-adaptive accuracy inside a
-    Transformer), ntk_degrees, search, anisotropy_facts (the F every method runs at in the
+    anisotropy_k<kappa>, whitening_a<alpha>, whitening_regime (the whitening sweep at F >> d)
+    tables. params: bits_per_parameter_assumed, main_target (the project's standalone storage
+    target; the seed's 99% is fact-adaptive accuracy inside a Transformer), ntk_degrees, search, anisotropy_facts (the F every method runs at in the
     anisotropy sweep), break_width_budget. The d = 128 NTK sweep's break reads its largest F.
     Returns {"results": every row (every NTK degree), "fits": per (method, target), "metrics"}.
     Fits and metrics compare methods through the best NTK degree per setting
@@ -537,9 +537,9 @@ def capacity_within_budget(table: pd.DataFrame) -> tuple[pd.Series, str]:
     """(per-alpha capacity reading, its name) of one method's rows at several whitening strengths:
     F / W (seed means) where every (alpha, seed) stores within the width cap; otherwise the mean
     best accuracy within the cap (1 where it stores), the facts recalled at a fixed width budget.
-    Reading F / W with 0 where not stored would rank a fact set that the MLP nearly stores with one
-    it does not store at all (the NTK at F >> d stores no alpha within its cap, SPEC revision of
-    issue 23: read at a fixed width budget)."""
+    Reading F / W with 0 where not stored would tie a fact set that the MLP nearly stores with one
+    it does not store at all (issue 23: the NTK at F >> d stores no alpha within its cap, so it is
+    read at a fixed width budget)."""
     if table.stored.all():
         return table.groupby("alpha").facts_per_parameter.mean(), "F / W (every alpha and seed stored)"
     return table.groupby("alpha").best_accuracy.mean(), "best accuracy within the width cap (not every alpha and seed stored)"
