@@ -460,7 +460,7 @@ def test_usable_ratio_is_over_the_constructions_with_gd_beside_it():
     standalone = pd.DataFrame([{"method": m, "d": 8, "F": 64, "target": 0.99, "n_params": 100.0, "stored": True}
                                for m in ("ntk", "ed_gated", "gd_gated")])
     probes = pd.DataFrame({"plain_recall": [1.0], "fact_adaptive": [1.0], "attention_on_key": [0.9], "restarts": [0]})
-    usable = usable_table(capacity_table, standalone, 0.99, 2)
+    usable = usable_table(capacity_table, standalone, 0.99)
     metrics = {name: (value, error) for name, value, _, error in usable_metrics(capacity_table, usable, probes, 0.99)}
     assert metrics["usable_over_standalone_max"][0] == pytest.approx(3.0), "ntk: mean of 200 and 400 over 100"
     assert metrics["usable_over_standalone_max"][1] == pytest.approx(1.0), "its standard error over the two seeds"

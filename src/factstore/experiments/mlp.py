@@ -267,13 +267,8 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     randomness (and the sampled keys).
     """
     section, alpha = params["whitening"], float(params["alpha"])
-    archive = load_embeddings(inputs["embeddings"])
-    original = real_fact_set(archive["keys"], archive["values"], derived_generator(params["seed"], "mlp-real"),
-                             fact_map="aligned", name="goodreads-minilm")
-    # The NTK's width cap of this experiment: at d = 384 a unit costs 6x more than at d = 64.
-    # Its own NTK degrees: the whitening claim is a trend of one construction along alpha.
-    params = params | {"search": params["search"] | {"ntk_max_width": section["ntk_max_width"]},
-                       "ntk_degrees": section["ntk_degrees"]}
+    original = minilm_fact_set(inputs["embeddings"], params["seed"])
+    params = with_section_ntk(params, section)
     facts, key_transform, value_transform = whiten_fact_set(original, alpha, alpha)
     ustar, rho = ustar_and_rho(facts)
     rows = []
@@ -313,12 +308,8 @@ def whitening_regime(params: dict, inputs: dict[str, Path], context) -> dict[str
     'whitening_regime', every alpha}.
     """
     section = params["whitening_regime"]
-    archive = load_embeddings(inputs["embeddings"])
-    keys, values = principal_projection([torch.as_tensor(archive["keys"]), torch.as_tensor(archive["values"])], section["d"])
-    original = real_fact_set(keys, values, derived_generator(params["seed"], "mlp-real"), fact_map="aligned",
-                             name=f"goodreads-minilm-top{section['d']}")
-    params = params | {"search": params["search"] | {"ntk_max_width": section["ntk_max_width"]},
-                       "ntk_degrees": section["ntk_degrees"]}
+    original = minilm_fact_set(inputs["embeddings"], params["seed"], section["d"])
+    params = with_section_ntk(params, section)
     rows = []
     for alpha in section["alphas"]:
         facts, _, _ = whiten_fact_set(original, float(alpha), float(alpha))
@@ -335,6 +326,25 @@ def whitening_regime(params: dict, inputs: dict[str, Path], context) -> dict[str
                         print(f"alpha={alpha:g} replicate {replicate} {method}: W={result.n_params}, best accuracy "
                               f"{result.best_accuracy:.4f} ({result.seconds:.1f} s)", flush=True)
     return {"table": tidy_table(rows)}
+
+
+def minilm_fact_set(embeddings: Path, seed: int, dim: int | None = None) -> FactSet:
+    """The real MiniLM fact set of the embeddings step (each book to its own author); with `dim`,
+    keys and values projected onto their top dim principal directions (whitening.principal_projection)."""
+    archive = load_embeddings(embeddings)
+    keys, values = archive["keys"], archive["values"]
+    if dim is not None:
+        keys, values = principal_projection([torch.as_tensor(keys), torch.as_tensor(values)], dim)
+    return real_fact_set(keys, values, derived_generator(seed, "mlp-real"), fact_map="aligned",
+                         name="goodreads-minilm" if dim is None else f"goodreads-minilm-top{dim}")
+
+
+def with_section_ntk(params: dict, section: dict) -> dict:
+    """params with a whitening section's NTK width cap and Hermite degrees: its own cap (at d = 384
+    a unit costs 6x more than at d = 64) and degrees (the whitening claim is a trend of one
+    construction along alpha)."""
+    return params | {"search": params["search"] | {"ntk_max_width": section["ntk_max_width"]},
+                     "ntk_degrees": section["ntk_degrees"]}
 
 
 def _stored(module: nn.Module, facts: FactSet) -> Tensor:

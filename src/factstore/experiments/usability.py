@@ -36,10 +36,11 @@ from factstore.mlp import gd
 from factstore.mlp.capacity import smallest_widths_configured
 from factstore.mlp.methods import METHODS
 from factstore.mlp.modules import fold_module, module_accuracy
+from factstore.mlp.results import of_degree
 from factstore.search import bracket_search_smallest_together
 from factstore.usability.lipschitz import tangent_lipschitz
 from factstore.usability.task import (
-    JunkLengths, Task, anisotropic_embeddings, gaussian_probe_task, of_degree, probe_task, real_embeddings, two_maps,
+    JunkLengths, Task, anisotropic_embeddings, gaussian_probe_task, probe_task, real_embeddings, two_maps,
 )
 from factstore.usability.training import Probe, TrainingSettings, usability
 from factstore.whitening import whiten_fact_set

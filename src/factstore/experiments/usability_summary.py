@@ -11,6 +11,7 @@ import pandas as pd
 
 from factstore.io import concat_tables
 from factstore.metrics import MetricsTable
+from factstore.mlp.results import of_degree
 from factstore.usability import summary as measures
 
 
@@ -25,7 +26,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     target = params["target"]
     capacity_table, probes = concat_tables(inputs, "capacity_"), concat_tables(inputs, "probes_")
     whitening_table, standalone = concat_tables(inputs, "whitening_"), concat_tables(inputs, "standalone_")
-    usable = measures.usable_table(capacity_table, standalone, target, params["ntk_degree"])
+    usable = measures.usable_table(capacity_table, standalone[of_degree(standalone, params["ntk_degree"])], target)
     mlps = pd.concat([probes, whitening_table], ignore_index=True)
     metrics = MetricsTable()
     for name, value, detail, error in (measures.usable_metrics(capacity_table, usable, probes, target)

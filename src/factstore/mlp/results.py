@@ -154,3 +154,11 @@ def ustar_gains(table: pd.DataFrame) -> pd.DataFrame:
         elif ntk.stored:
             rows.append((kappa, n_facts, ntk.n_params / ustar.params_at_cap, "upper"))
     return pd.DataFrame(rows, columns=["kappa", "F", "gain", "kind"])
+
+
+def of_degree(table: pd.DataFrame, degree: int) -> pd.Series:
+    """Rows of a fact-storing-MLP table built with NTK Hermite degree `degree` (other methods'
+    degree is NaN and always kept)."""
+    if "degree" not in table:
+        return pd.Series(True, index=table.index)
+    return table.degree.isna() | np.isclose(table.degree, degree)

@@ -22,7 +22,6 @@ import pandas as pd
 
 from factstore.statistics import binomial_standard_error, spearman
 from factstore.usability import threshold
-from factstore.usability.task import of_degree
 
 CONSTRUCTIONS = ("ntk", "ntk_ustar", "ed_gated", "ed_plain", "ed_gated_v")
 """The constructed MLPs (every other method, gd_*, is trained)."""
@@ -37,12 +36,13 @@ def standard_error(values) -> float:
     return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
 
 
-def usable_table(capacity_table: pd.DataFrame, standalone: pd.DataFrame, target: float, degree: int) -> pd.DataFrame:
+def usable_table(capacity_table: pd.DataFrame, standalone: pd.DataFrame, target: float) -> pd.DataFrame:
     """Per (method, d, F): seed-mean usable and standalone parameter counts and their ratio, with
     the ratio's standard error over seeds (usable_params of each seed / the standalone mean).
-    usable_params (and the ratio) NaN unless a usable size was found in every seed; standalone
-    NaN unless every standalone seed stored."""
-    rows = standalone[np.isclose(standalone.target, target) & of_degree(standalone, degree)]
+    standalone: the fact-storing-MLP study's rows of the usability study's NTK degree (the caller
+    selects them, mlp.results.of_degree). usable_params (and the ratio) NaN unless a usable size
+    was found in every seed; standalone NaN unless every standalone seed stored."""
+    rows = standalone[np.isclose(standalone.target, target)]
     reference = rows.groupby(["method", "d", "F"]).agg(standalone_params=("n_params", "mean"),
                                                        standalone_stored=("stored", "all")).reset_index()
     reference.loc[~reference.standalone_stored, "standalone_params"] = math.nan

@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import Tensor
 
@@ -238,11 +237,3 @@ def anisotropic_embeddings(n_facts: int, dim: int, kappa: float, n_junk: int,
     values = conditioned_embeddings(n_facts, dim, kappa, generator)
     junk, query = gaussian_embeddings(n_junk, dim, generator), gaussian_embeddings(1, dim, generator)
     return keys, values, junk, query[0]
-
-
-def of_degree(table: pd.DataFrame, degree: int) -> pd.Series:
-    """Rows of a fact-storing-MLP table built with NTK Hermite degree `degree` (other methods'
-    degree is NaN and always kept)."""
-    if "degree" not in table:
-        return pd.Series(True, index=table.index)
-    return table.degree.isna() | np.isclose(table.degree, degree)
