@@ -29,6 +29,9 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+
+from factstore import provenance
+
 from common import write_report
 
 
@@ -44,7 +47,7 @@ def job_table(folders: list[str]) -> pd.DataFrame:
                 continue
             cpu = record.get("cpu_time_s") or {}
             job = jobs.setdefault(json.dumps(record.get("command")), {
-                "study": record["step"].split(".")[0], "step": record["step"], "outputs": [],
+                "study": provenance.study_of(record["step"]), "step": record["step"], "outputs": [],
                 "inputs": sorted(str(Path(p)) for p in record.get("inputs", {}).values()),
                 "wall_time_s": record["wall_time_s"], "cpu_time_s": cpu.get("step"),
                 "process_cpu_time_s": cpu.get("process"),

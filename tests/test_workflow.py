@@ -129,6 +129,16 @@ def _restore(path: Path, saved: tuple[bytes, float, float]) -> None:
     os.utime(path, saved[1:])
 
 
+def _dry_run_after_editing(workspace: Path, module: str) -> str:
+    """What a dry run of `all` (smoke config) prints with `module` edited; the file is restored after."""
+    path = workspace / module
+    saved = _edit(path)
+    try:
+        return snakemake("-n", "all", "--configfile", SMOKE, cwd=workspace).stdout
+    finally:
+        _restore(path, saved)
+
+
 ASSOC_FIGURE_RULES = {"assoc_figure"}
 
 
@@ -144,13 +154,7 @@ ASSOC_FIGURE_RULES = {"assoc_figure"}
     ],
 )
 def test_editing_a_module_reruns_exactly_its_dependents(smoke_run, module, must_rerun, must_not_rerun):
-    path = smoke_run / module
-    saved = _edit(path)
-    try:
-        done = snakemake("-n", "all", "--configfile", SMOKE, cwd=smoke_run)
-    finally:
-        _restore(path, saved)
-    planned = set(planned_rules(done.stdout)) - {"all"}
+    planned = set(planned_rules(_dry_run_after_editing(smoke_run, module))) - {"all"}
     assert must_rerun <= planned
     unrelated = {rule for rule in planned - must_rerun if rule.startswith(must_not_rerun)}
     assert not unrelated, f"editing {module} would also rerun {sorted(unrelated)}"
@@ -179,6 +183,36 @@ def test_a_solver_setting_reruns_only_the_runs_of_that_solver(smoke_run, tmp_pat
     done = snakemake("-n", "all", "--configfile", str(path), cwd=smoke_run)
     least_action_trees = sum("least_action" in solvers for solvers in changed["committee"]["tree"]["solvers"].values())
     assert planned_rules(done.stdout).get("committee_embedding") == least_action_trees
+
+def _planned_committee_runs(output: str) -> set[str]:
+    """The committee embedding runs a dry run plans (from their output files)."""
+    return set(re.findall(r"results/committee/embedding_(\w+)\.csv", output.split("Job stats:")[0]))
+
+
+def _is_backprop_run(run: str) -> bool:
+    return run.endswith("_backprop") or run.startswith("epochs_")  # the epoch sweep is back-propagation's
+
+
+@pytest.mark.parametrize(
+    "module, reruns_runs, reruns_multi_output",
+    [
+        ("src/factstore/committee/backprop.py", _is_backprop_run, True),
+        ("src/factstore/committee/least_action.py", lambda run: not _is_backprop_run(run) and not run.endswith("_lp"), False),
+        ("src/factstore/experiments/committee_summary.py", lambda run: False, False),
+    ],
+)
+def test_editing_a_committee_solver_or_metric_reruns_only_its_jobs(smoke_run, module, reruns_runs, reruns_multi_output):
+    """One step module per solver family and the summary apart: a solver's edit reruns the runs it
+    solves (least action's also the function search's, which learns through it), a metric's edit
+    the summary alone; the summary and what reads it rerun every time."""
+    everything = snakemake("-n", "all", "--configfile", SMOKE, "--forcerun", "committee_embedding", cwd=smoke_run)
+    every_run = _planned_committee_runs(everything.stdout)
+    done = _dry_run_after_editing(smoke_run, module)
+    planned = planned_rules(done)
+    assert _planned_committee_runs(done) == {run for run in every_run if reruns_runs(run)}
+    assert ("committee_multi_output" in planned) == reruns_multi_output
+    assert "committee_summary" in planned
+
 
 def test_the_slurm_profile_sends_every_gpu_rule_to_a_gpu():
     gpu_rules = set()

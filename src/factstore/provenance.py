@@ -69,6 +69,13 @@ def peak_memory_mib(device: Any = "cpu") -> dict[str, float]:
     return peak
 
 
+def study_of(step: str) -> str:
+    """The study a step belongs to, from its name `<module>.<function>`: the module up to its first
+    underscore, so that a study's step modules count together ('mlp_summary.summary' and
+    'committee_least_action.embedding' are steps of 'mlp' and 'committee'). No study's name has one."""
+    return step.split(".")[0].split("_")[0]
+
+
 def process_cpu_time_s() -> float:
     """CPU seconds (user + system, every thread) this process has used since it started."""
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -59,6 +59,13 @@ COMMITTEE_RUNS = {
     for name, spec in COMMITTEE_RUNS.items()
 }
 
+# The step module of each solver (one per solver family, the summary and the many-outputs step
+# apart): a rule's code inputs are what its module imports, so editing back-propagation reruns
+# only its runs, least action's only the least-action and function-search runs, a metric only
+# the summary.
+COMMITTEE_STEP_MODULE = {"backprop": "committee_backprop", "least_action": "committee_least_action",
+                         "function_search": "committee_least_action", "lp": "committee_lp"}
+
 
 rule committee:
     """Every result of the committee-machine study (its figures: `snakemake committee_figures`)."""
@@ -72,9 +79,9 @@ rule committee_embedding:
     wildcard_constraints:
         run="|".join(COMMITTEE_RUNS),
     input:
-        code=step_code("committee"),
+        code=lambda w: step_code(COMMITTEE_STEP_MODULE[COMMITTEE_RUNS[w.run]["solver"]]),
     params:
-        step="committee.embedding",
+        step=lambda w: f'{COMMITTEE_STEP_MODULE[COMMITTEE_RUNS[w.run]["solver"]]}.embedding',
         json=lambda w: as_json(COMMITTEE_RUNS[w.run]),
         io=runner_io,
     threads: config["threads"]
@@ -90,9 +97,9 @@ rule committee_multi_output:
     output:
         table="results/committee/multi_output.csv",
     input:
-        code=step_code("committee"),
+        code=step_code("committee_multi_output"),
     params:
-        step="committee.multi_output",
+        step="committee_multi_output.multi_output",
         json=as_json(COMMITTEE["multi_output"], seed=COMMITTEE["seed"]),
         io=runner_io,
     threads: config["threads"]
@@ -127,9 +134,9 @@ rule committee_summary:
     input:
         **COMMITTEE_EMBEDDINGS,
         multi_output=rules.committee_multi_output.output.table,
-        code=step_code("committee"),
+        code=step_code("committee_summary"),
     params:
-        step="committee.summary",
+        step="committee_summary.summary",
         json=as_json(COMMITTEE_SUMMARY_PARAMS),
         io=runner_io,
     log:

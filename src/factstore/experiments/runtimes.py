@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from factstore import provenance
+
 
 def _sidecars(folders: list[str]) -> list[dict]:
     """The sidecars under `folders` whose result file exists (a failed or interrupted job's
@@ -36,7 +38,7 @@ def table(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
             continue
         key = json.dumps(record.get("command"))
         run = runs.setdefault(key, {
-            "study": record["step"].split(".")[0],
+            "study": provenance.study_of(record["step"]),
             "step": record["step"],
             "files": [],
             "wall_time_s": record["wall_time_s"],
