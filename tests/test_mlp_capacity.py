@@ -265,6 +265,39 @@ def test_a_small_first_step_finds_the_same_width_and_few_probes_from_a_close_gue
         assert len(evaluations) <= 2 + math.ceil(math.log2(max(2, guess - guess / first_growth)))
 
 
+@settings(max_examples=300, deadline=None)
+@given(threshold=st.integers(2, 600), guess=st.integers(1, 2000), resolution=st.sampled_from([0.0, 0.05]),
+       data=st.data())
+def test_known_failing_widths_bound_the_bracket_and_a_wrong_hint_costs_no_precision(threshold, guess, resolution, data):
+    """Widths known to fail (below the boundary of a monotone curve) bound the bracket's lower end:
+    from a passing guess nothing under the widest of them is probed; the answer is the boundary (resolution 0) or within the resolution above it.
+    A hint that is wrong (a known width at or above the boundary) is probed like any width and
+    changes no answer."""
+    known = data.draw(st.lists(st.integers(1, threshold - 1), max_size=5))
+    wrong = data.draw(st.lists(st.integers(threshold, 700), max_size=2))
+    for hints in (known, known + wrong):
+        width, evaluations = bracket_search_smallest(step_curve(threshold), 1.0, guess, 1, 512, 2.0, resolution,
+                                                     known_failing=hints)
+        if threshold > 512:
+            assert width is None
+            continue
+        assert threshold <= width <= max(threshold, math.ceil(threshold / (1 - resolution)) + 1)
+        if resolution == 0:
+            assert width == threshold
+        if hints is known and known and guess >= threshold:  # nothing probed under the widest known failure
+            assert min(evaluations) >= max(known)
+
+
+def test_a_known_failure_just_below_a_passing_guess_ends_the_search_at_the_guess():
+    """The case of a higher target after a lower one: the lower target's answer passes again, and
+    its failing neighbour within the resolution settles the search (without the known failure,
+    the search steps down and bisects: more probes)."""
+    width, evaluations = bracket_search_smallest(step_curve(300), 1.0, 310, 1, 4096, 2.0, 0.05, known_failing=[296, 150])
+    assert width == 310 and evaluations == {310: 1.0, 296: step_curve(300)(296)}
+    unknown, unknown_evaluations = bracket_search_smallest(step_curve(300), 1.0, 310, 1, 4096, 2.0, 0.05)
+    assert len(unknown_evaluations) > 2 and 300 <= unknown <= 310
+
+
 def test_a_width_that_failed_a_lower_target_is_not_trained_again_for_a_higher_one(monkeypatch):
     facts = fact_set(32, 8, seed=1)
     protocol = gd.Protocol(lr=0.03, max_steps=600, patience=150)
@@ -279,6 +312,9 @@ def test_a_width_that_failed_a_lower_target_is_not_trained_again_for_a_higher_on
     failed_lower = {width for width, accuracy in results[0.9].evaluations.items() if accuracy < 0.9}
     assert failed_lower, "the 0.9 search probed a failing width"
     assert not {width for width, target in trained_widths if target == 1.0} & failed_lower
+    below_answer = [width for width in failed_lower if width < results[1.0].width]
+    if below_answer:  # nor any width under the widest of them below the answer (`known_failing`)
+        assert all(width > max(below_answer) for width, target in trained_widths if target == 1.0)
     assert all(results[1.0].evaluations[width] < 1.0 for width in failed_lower if width in results[1.0].evaluations)
 
 

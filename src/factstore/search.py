@@ -61,14 +61,19 @@ def _binary_steps(target: float, evaluations: dict[int, float], low: int, high: 
 
 
 def _bracket_steps(target: float, evaluations: dict[int, float], guess: int, low: int, high: int, growth: float,
-                   resolution: float, first_growth: float | None = None) -> SearchSteps:
+                   resolution: float, first_growth: float | None = None, known_failing: Sequence[int] = ()) -> SearchSteps:
     """The steps of `bracket_search_smallest` (its docstring)."""
+
+    def largest_known_failing_below(width: int) -> int:
+        return max((w for w in known_failing if low <= w < width), default=low - 1)
+
     width = min(max(int(guess), low), high)
     factor = first_growth or growth
     if (yield from _passes(width, target, evaluations)):
         lo, hi = low - 1, width
         while hi > low:
-            below = max(low, min(hi - 1, math.floor(hi / factor)))
+            # no lower than the widest known failure: every width under it fails too
+            below = max(low, min(hi - 1, math.floor(hi / factor)), largest_known_failing_below(hi))
             factor = growth
             if (yield from _passes(below, target, evaluations)):
                 hi = below
@@ -86,6 +91,12 @@ def _bracket_steps(target: float, evaluations: dict[int, float], guess: int, low
                 hi = above
                 break
             lo = above
+    known = largest_known_failing_below(hi)
+    if known > lo:  # the bracket's lower end moves up to it (a cheap probe that confirms it fails)
+        if (yield from _passes(known, target, evaluations)):
+            hi = known
+        else:
+            lo = known
     return (yield from _bisect(target, evaluations, lo, hi, resolution))
 
 
@@ -128,7 +139,7 @@ def binary_search_smallest(
 
 def bracket_search_smallest(
     accuracy_at: Callable[[int], float], target: float, guess: int, low: int = 1, high: int = 2**14,
-    growth: float = 2.0, resolution: float = 0.0, first_growth: float | None = None,
+    growth: float = 2.0, resolution: float = 0.0, first_growth: float | None = None, known_failing: Sequence[int] = (),
 ) -> tuple[int | None, dict[int, float]]:
     """(smallest passing width found, {width: accuracy}) by bracketing from `guess`, then bisection.
 
@@ -139,11 +150,15 @@ def bracket_search_smallest(
     fails. Probes are cached. A good guess (e.g. the previous F's answer) saves most probes;
     first_growth (default `growth`) is the factor of the first step from the guess, the guess's
     expected error (e.g. 1.1 for a guess scaled from a neighbouring answer): later steps grow by
-    `growth`, so a poor guess costs one extra probe.
+    `growth`, so a poor guess costs one extra probe. known_failing: widths expected to fail whose probes
+    cost nothing (e.g. widths that failed a lower target, which `accuracy_at` answers from what it
+    kept): below the passing width found, the bracket's lower end is the widest of them (probed:
+    its failure confirmed and recorded), since every width under it fails too on a monotone curve,
+    and the widths between are never probed.
     """
     _check_range(low, high)
     evaluations: dict[int, float] = {}
-    steps = _bracket_steps(target, evaluations, guess, low, high, growth, resolution, first_growth)
+    steps = _bracket_steps(target, evaluations, guess, low, high, growth, resolution, first_growth, known_failing)
     return _drive(steps, accuracy_at, target, evaluations), evaluations
 
 

@@ -198,11 +198,12 @@ def trained_smallest_widths(
     target (else the nearest trained one), resized by gd.resize_hidden -- pruning a passing wider
     MLP is the fastest route to a narrower one. A width already trained to a target is not
     retrained, and a width that failed a lower target fails every higher one without training
-    (training towards the higher target would have had to pass the lower one on the way); the
-    next target's search starts from the previous answer. first_growth: the first bracketing
-    step's factor for the first target (bracket_search_smallest), for a guess scaled from a
-    neighbouring answer; later targets bracket by `growth` (their failing widths below the
-    previous answer are mostly known already).
+    (training towards the higher target would have had to pass the lower one on the way): the
+    next target's search starts from the previous answer, and its bracket's lower end from the
+    widest such failure below the width it finds passing (`known_failing`), so the widths between
+    are never trained. first_growth: the first bracketing step's factor for the first target
+    (bracket_search_smallest), for a guess scaled from a neighbouring answer; later targets bracket
+    by `growth` (their failing widths below the previous answer are mostly known already).
     """
     trained: dict[int, tuple[nn.Module, float]] = {}
     failed_target: dict[int, float] = {}  # width -> the lowest target it was trained towards and failed
@@ -227,8 +228,9 @@ def trained_smallest_widths(
                 failed_target[width] = min(target, failed_target.get(width, math.inf))
             return info["accuracy"]
 
-        width, evaluations = bracket_search_smallest(accuracy_at, target, guess, low, high, growth, resolution,
-                                                     first_growth if target == min(targets) else None)
+        width, evaluations = bracket_search_smallest(
+            accuracy_at, target, guess, low, high, growth, resolution, first_growth if target == min(targets) else None,
+            known_failing=[w for w, failed in failed_target.items() if failed <= target])
         module = trained[width][0] if width is not None else None
         n_params = parameter_count(module) if module is not None else None
         params_at_cap = None if module is not None else high * parameters_per_unit(
