@@ -347,6 +347,28 @@ def test_single_precision_jacobians_keep_the_spectral_norm_and_leave_the_module_
     torch.testing.assert_close(fast.double(), exact, rtol=1e-5, atol=0)
 
 
+@pytest.mark.parametrize("activation, degree", [("relu", 1), ("relu", 2), ("silu", 1), ("identity", 1), ("hermite", 2)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_gated_mlps_closed_form_jacobians_are_reverse_modes(activation, degree, dtype):
+    """`GatedMLP.input_jacobians` (what factstore.jacobians uses for it) against torch.func.jacrev
+    over the rows: the same numbers bit for bit with ReLU (the same products, in the same order:
+    the whitening jobs' Lipschitz values did not move), to rounding with the other activations."""
+    from factstore.jacobians import jacobians
+    from factstore.mlp.modules import GatedMLP
+
+    module = GatedMLP(12, 40, 9, activation, degree, dtype=dtype)
+    inputs = torch.randn(5, 12, generator=generator(), dtype=dtype)
+    reverse_mode = torch.func.vmap(torch.func.jacrev(module))(inputs).detach()
+    closed_form = jacobians(module, inputs)
+    assert closed_form.shape == (5, 9, 12) and not closed_form.requires_grad
+    if activation == "relu":
+        assert torch.equal(closed_form, reverse_mode)
+    else:
+        torch.testing.assert_close(closed_form, reverse_mode)
+    bent = GatedMLP(12, 40, 9, activation, degree, dtype=dtype)  # another module: the check can fail
+    assert not torch.allclose(jacobians(bent, inputs), reverse_mode)
+
+
 def test_the_encoder_solve_is_the_min_norm_solution_every_time():
     """The main branch is X^+ codes (the unique min-norm solution of the wide system), the same
     bits on every call: torch's default CPU driver (gelsy) returned other exact solutions from call

@@ -26,8 +26,11 @@ def single_precision(module: nn.Module) -> nn.Module:
 
 def jacobians(module: nn.Module, inputs: Tensor) -> Tensor:
     """(n, d_out, d_in) Jacobians of `module` at each input row (inputs: (n, d_in), cast to the
-    module's dtype), from torch.func.jacrev vectorised over the rows with vmap (one reverse pass
-    per output coordinate, batched)."""
+    module's dtype): the module's own closed form where it has one (`input_jacobians`, e.g. the
+    gated MLP's), else torch.func.jacrev vectorised over the rows with vmap (one reverse pass per
+    output coordinate, batched)."""
+    if hasattr(module, "input_jacobians"):
+        return module.input_jacobians(inputs)
     dtype = next(module.parameters()).dtype
     return torch.func.vmap(torch.func.jacrev(module))(inputs.to(dtype)).detach()
 

