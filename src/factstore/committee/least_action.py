@@ -51,10 +51,11 @@ def unit_signs(fields):
     return torch.where(fields > 0, 1.0, -1.0).to(fields.dtype)
 
 
-def flip_targets(fields: torch.Tensor, flips: torch.Tensor) -> torch.Tensor:
+def flip_targets(fields, flips):
     """(..., K): the sign each flipped unit should take (-sign(h), h = 0 read as -1, so +1 there), 0
-    on the units not flipped; the online solvers' perceptron step is lr * flip_targets * x."""
-    return torch.where(fields > 0, -1.0, 1.0).to(fields.dtype) * flips
+    on the units not flipped; the online solvers' perceptron step is lr * flip_targets * x.
+    fields and the bool mask flips numpy arrays or torch tensors; the result of the same kind."""
+    return -unit_signs(fields) * flips
 
 
 def least_action_flips(fields, labels, groups: tuple[int, ...] = (), costs=None):
@@ -150,7 +151,7 @@ def online_epoch_numpy(
         fields = sequential_fields(x_mu, weights)
         costs = np.abs(fields) if factors is None else np.abs(fields) * factors[step]
         flips = repair(fields, labels[:, mu], costs) & mask[:, mu, None]
-        weights += (learning_rate * np.where(fields > 0, -1.0, 1.0).astype(w.dtype) * flips) * x_mu
+        weights += (learning_rate * flip_targets(fields, flips)) * x_mu
         corrections += flips.any(-1)
     w[...] = weights.transpose(1, 2, 0)
     return torch.from_numpy(corrections)
