@@ -184,6 +184,7 @@ def test_a_solver_setting_reruns_only_the_runs_of_that_solver(smoke_run, tmp_pat
     least_action_trees = sum("least_action" in solvers for solvers in changed["committee"]["tree"]["solvers"].values())
     assert planned_rules(done.stdout).get("committee_embedding") == least_action_trees
 
+
 def _planned_committee_runs(output: str) -> set[str]:
     """The committee embedding runs a dry run plans (from their output files)."""
     return set(re.findall(r"results/committee/embedding_(\w+)\.csv", output.split("Job stats:")[0]))
