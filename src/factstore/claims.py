@@ -153,13 +153,19 @@ def evaluate_gates(claim: dict, metrics: dict[str, pd.DataFrame]) -> tuple[bool 
 
 
 def margin_in_standard_errors(value: float, check: dict, standard_error: float) -> float:
-    """(distance of `value` from the nearer bound of `check`'s range) / standard_error: positive
-    inside the range, negative outside; NaN without a finite, positive standard error."""
+    """(distance of `value` from the nearer bound of `check`'s range) / standard_error: >= 0
+    inside the range, < 0 outside (as `_in_range` decides); NaN without a finite, positive
+    standard error."""
     if not (math.isfinite(value) and math.isfinite(standard_error) and standard_error > 0):
         return math.nan
     distances = [value - check["min"]] if "min" in check else []
     distances += [check["max"] - value] if "max" in check else []
-    return min(distances) / standard_error if distances else math.nan
+    if not distances:
+        return math.nan
+    margin = min(distances) / standard_error
+    if margin == 0 and min(distances) < 0:  # outside by less than the quotient can show: still outside
+        return -math.ulp(0.0)
+    return margin
 
 
 def _table_values(table: pd.DataFrame) -> tuple[dict[str, float], dict[str, float]]:
