@@ -151,6 +151,9 @@ ASSOC_FIGURE_RULES = {"assoc_figure"}
          ("fetch_", "assoc_", "ntk_", "attention_")),
         ("src/factstore/assoc.py", {"assoc_hebbian", "assoc_trained", "assoc_rank", "assoc_summary", "claims_report"}
          | ASSOC_FIGURE_RULES, ("fetch_", "prepare_", "data_", "ntk_", "attention_")),
+        ("src/factstore/claims.py", {"claims_report"},
+         ("fetch_", "prepare_", "data_", "assoc_", "ntk_", "attention_", "mlp_", "committee_", "dilution_", "editing_",
+          "usability_", "overview_")),
     ],
 )
 def test_editing_a_module_reruns_exactly_its_dependents(smoke_run, module, must_rerun, must_not_rerun):
