@@ -161,8 +161,9 @@ def test_the_margin_is_the_distance_to_the_nearer_bound_in_standard_errors(value
 def test_a_value_outside_by_less_than_the_margin_can_show_still_has_a_negative_margin():
     """Hypothesis's case: -5e-324 below a bound at 0, over an SE of 2, divides to -0.0 (which
     compares >= 0); the margin stays below 0, as the range check decides, and reads -0.0 SE."""
-    margin = claims.margin_in_standard_errors(-5e-324, {"metric": "x", "min": 0.0, "max": 1.0}, 2.0)
-    assert margin < 0 and not claims._in_range(-5e-324, {"metric": "x", "min": 0.0, "max": 1.0})
+    check = {"metric": "x", "min": 0.0, "max": 1.0}
+    margin = claims.margin_in_standard_errors(-5e-324, check, 2.0)
+    assert margin < 0 and not claims._in_range(-5e-324, check)
     assert f"{margin:+.1f}" == "-0.0"
     assert claims.margin_in_standard_errors(0.0, {"metric": "x", "min": 0.0}, 2.0) == 0.0  # on the bound: inside
 

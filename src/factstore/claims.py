@@ -162,8 +162,9 @@ def margin_in_standard_errors(value: float, check: dict, standard_error: float) 
     distances += [check["max"] - value] if "max" in check else []
     if not distances:
         return math.nan
-    margin = min(distances) / standard_error
-    if margin == 0 and min(distances) < 0:  # outside by less than the quotient can show: still outside
+    nearest = min(distances)
+    margin = nearest / standard_error
+    if margin == 0 and nearest < 0:  # outside by less than the quotient can show: still outside
         return -math.ulp(0.0)
     return margin
 
