@@ -16,6 +16,8 @@ from factstore.mlp import encoder_decoder, gd, hebbian, ntk
 from factstore.mlp.lipschitz import jacobian_norms, lipschitz_estimate, pairwise_lipschitz_estimate
 from factstore.mlp.methods import METHODS
 from factstore.mlp.modules import (
+    GatedMLP,
+    PlainMLP,
     activation_derivative,
     gaussian_hermite_coefficient,
     hermite_features,
@@ -237,6 +239,40 @@ def test_chunked_cross_entropy_matches_torch():
     assert n_correct == round(50 * dot_product_accuracy(outputs.detach(), values, fact_map))
     _, _, n_correct_for_ties = gd.cross_entropy_pass(torch.zeros(50, 8), values, fact_map, chunk_size=7)
     assert n_correct_for_ties == 0  # all logits tie: nothing is decoded, as in facts.stored_mask
+
+
+@pytest.mark.parametrize("architecture", ["gated", "plain"])
+@pytest.mark.parametrize("activation", ["relu", "identity", "silu"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_closed_form_pullback_gives_autograds_weight_gradients(architecture, activation, bias):
+    """With ReLU and the identity the same bits as autograd (GD's training step relies on it);
+    silu's derivative is written out, so there only to rounding."""
+    torch.manual_seed(0)
+    module_type = GatedMLP if architecture == "gated" else PlainMLP
+    module = module_type(12, 16, 8, activation, bias=bias, dtype=torch.float32)
+    x, output_gradient = torch.randn(40, 12), torch.randn(40, 8)
+    outputs, pullback = module.outputs_and_pullback(x)
+    module(x).backward(output_gradient)
+    assert torch.equal(outputs, module(x).detach())
+    gradients = pullback(output_gradient)
+    assert set(gradients) == {name for name, _ in module.named_parameters()}
+    for name, parameter in module.named_parameters():
+        exact = activation != "silu" and not name.endswith("bias")
+        if exact:
+            assert torch.equal(gradients[name], parameter.grad), name
+        else:
+            assert torch.allclose(gradients[name], parameter.grad, rtol=1e-5, atol=1e-6), name
+
+
+def test_gd_returns_an_ordinary_module_that_autograd_can_train_again():
+    """The steps run in inference mode; the module they return must not be made of inference
+    tensors (a warm start, an edit or a Jacobian differentiates through it) nor carry gradients."""
+    facts = fact_set(32, 8)
+    module, _, info = gd.train(facts, 16, generator(), protocol=gd.Protocol(lr=3e-2, max_steps=50))
+    assert info["steps"] > 0
+    assert all(not parameter.is_inference() and parameter.grad is None for parameter in module.parameters())
+    module(facts.keys.float()).square().sum().backward()
+    assert all(parameter.grad is not None for parameter in module.parameters())
 
 
 def test_squared_error_pass_matches_torch_and_decodes_like_cross_entropy():

@@ -21,7 +21,7 @@ import torch
 from scipy.special import lambertw
 from torch import Tensor
 
-from factstore.cross_entropy import cross_entropy_gradient_
+from factstore.cross_entropy import cross_entropy_gradient, logit_workspace
 from factstore.training import check_finite
 
 
@@ -120,7 +120,7 @@ def train_optimal(
     Adam is elementwise, so batching them changes nothing but speed.
 
     Each step takes the loss, its gradient and the facts recalled in one pass over the logits
-    (`cross_entropy_gradient_`, chunks of `chunk_size` inputs; a tie counts as not recalled),
+    (`cross_entropy_gradient`, chunks of `chunk_size` inputs; a tie counts as not recalled),
     then dW = G^T E per seed, G the gradient w.r.t. W e_mu: no autograd graph over the (S, p, p)
     logits.
     """
@@ -194,20 +194,22 @@ def _loss_and_gradient(
     losses = torch.zeros(n_seeds, dtype=torch.float64, device=inputs.device)
     correct = torch.zeros(n_seeds, dtype=torch.int64, device=inputs.device)
     targets = torch.arange(p, device=inputs.device).unsqueeze(1)
+    workspace = logit_workspace(p, p, chunk_size, like=recalled)
     for seed in range(n_seeds):
         for start in range(0, p, chunk_size):
             rows = slice(start, start + chunk_size)
+            logits, logit_gradient = workspace[:, : len(targets[rows])]
             if outputs.dim() == 3:
-                logits = recalled[seed, rows] @ outputs[seed].T
+                torch.mm(recalled[seed, rows], outputs[seed].T, out=logits)
             else:
                 logits = torch.einsum("mrd,md->mr", outputs[seed, rows], recalled[seed, rows])
-            loss, n_correct = cross_entropy_gradient_(logits, targets[rows])
+            _, loss, n_correct = cross_entropy_gradient(logits, targets[rows], out=logit_gradient)
             losses[seed] += loss
             correct[seed] += n_correct
             if outputs.dim() == 3:
-                recalled_gradient[seed, rows] = logits @ outputs[seed]
+                recalled_gradient[seed, rows] = logit_gradient @ outputs[seed]
             else:
-                recalled_gradient[seed, rows] = torch.einsum("mr,mrd->md", logits, outputs[seed, rows])
+                recalled_gradient[seed, rows] = torch.einsum("mr,mrd->md", logit_gradient, outputs[seed, rows])
     recalled_gradient /= p
     return losses / p, correct, recalled_gradient.transpose(1, 2) @ inputs
 
