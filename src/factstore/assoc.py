@@ -198,12 +198,12 @@ def _loss_and_gradient(
     for seed in range(n_seeds):
         for start in range(0, p, chunk_size):
             rows = slice(start, start + chunk_size)
-            logits, logit_gradient = workspace[:, : len(targets[rows])]
+            logits, gradient_buffer = workspace[:, : len(targets[rows])]
             if outputs.dim() == 3:
                 torch.mm(recalled[seed, rows], outputs[seed].T, out=logits)
             else:
                 logits = torch.einsum("mrd,md->mr", outputs[seed, rows], recalled[seed, rows])
-            _, loss, n_correct = cross_entropy_gradient(logits, targets[rows], out=logit_gradient)
+            logit_gradient, loss, n_correct = cross_entropy_gradient(logits, targets[rows], out=gradient_buffer)
             losses[seed] += loss
             correct[seed] += n_correct
             if outputs.dim() == 3:

@@ -37,7 +37,7 @@ def cross_entropy_gradient(
     logits.scatter_(1, target, target_logit)
     n_correct = (target_logit > best_other).sum()
     row_max = torch.maximum(target_logit, best_other)
-    probabilities = torch.softmax(logits, dim=1, out=out) if out is not None else torch.softmax(logits, dim=1)
+    probabilities = torch.softmax(logits, dim=1, out=out)
     largest_probability = torch.amax(probabilities, dim=1, keepdim=True)
     loss = ((row_max - target_logit) - largest_probability.log()).sum().double()
     probabilities.scatter_add_(1, target, -torch.ones_like(target_logit))

@@ -167,9 +167,9 @@ def cross_entropy_pass(
     n_correct = torch.zeros((), dtype=torch.int64, device=outputs.device)
     for start in range(0, n_facts, chunk_size):
         rows = slice(start, start + chunk_size)
-        logits, logit_gradient = workspace[:, : len(outputs[rows])]  # a chunk's rows of both buffers
+        logits, gradient_buffer = workspace[:, : len(outputs[rows])]  # a chunk's rows of both buffers
         torch.mm(outputs[rows], values.T, out=logits)
-        _, loss, correct = cross_entropy_gradient(logits, fact_map[rows].unsqueeze(1), out=logit_gradient)
+        logit_gradient, loss, correct = cross_entropy_gradient(logits, fact_map[rows].unsqueeze(1), out=gradient_buffer)
         total_loss += loss
         n_correct += correct
         torch.mm(logit_gradient, values, out=gradient[rows])
