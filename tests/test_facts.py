@@ -19,6 +19,7 @@ from factstore.facts import (
     real_fact_set,
     spherical_embeddings,
     stored_mask,
+    target_and_best_other,
 )
 
 torch.set_num_threads(1)
@@ -188,6 +189,27 @@ def test_chunked_accuracy_equals_unchunked(n_facts, n_values, dim, chunk_size, s
         reference.double().mean().item()
     )
     assert torch.equal(stored_mask(outputs, values, fact_map, chunk_size=10**6), reference)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n_rows=st.integers(1, 20), n_columns=st.integers(2, 12), seed=st.integers(0, 2**16))
+def test_target_and_best_other_is_the_brute_force_pair_and_leaves_the_scores_as_they_were(n_rows, n_columns, seed):
+    gen = generator(seed)
+    scores = torch.randint(-3, 4, (n_rows, n_columns), generator=gen).double()  # small integers: ties happen
+    target = torch.randint(0, n_columns, (n_rows, 1), generator=gen)
+    before = scores.clone()
+    target_score, best_other = target_and_best_other(scores, target)
+    assert torch.equal(scores, before)
+    for row in range(n_rows):
+        others = [scores[row, column] for column in range(n_columns) if column != target[row, 0]]
+        assert target_score[row, 0] == scores[row, target[row, 0]]
+        assert best_other[row, 0] == max(others)
+
+
+def test_a_tie_with_another_value_is_not_stored():
+    scores = torch.tensor([[1.0, 1.0, 0.0], [2.0, 1.0, 2.0], [3.0, 1.0, 2.0]])
+    target_score, best_other = target_and_best_other(scores, torch.tensor([[0], [1], [0]]))
+    assert (target_score > best_other).squeeze(1).tolist() == [False, False, True]
 
 
 def test_accuracy_at_large_fact_counts_stays_chunked():

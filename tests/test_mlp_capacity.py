@@ -325,3 +325,14 @@ def test_a_hopeless_probe_stops_early_and_a_promising_one_does_not():
     assert narrow["stop"] == "hopeless" and narrow["steps"] == 50 and narrow["accuracy"] < 0.7
     _, _, wide = gd.train(facts, 64, generator(0), protocol=hopeless, target=1.0)
     assert wide["stop"] == "target"
+
+
+def test_a_protocol_gives_up_on_a_plateau_a_hopeless_probe_or_its_last_step():
+    protocol = gd.Protocol(lr=0.03, max_steps=100, patience=10, hopeless_after=20, hopeless_margin=0.3)
+    assert protocol.gives_up(step=9, best_step=0, best_correct=0, n_facts=100, target=1.0) is None
+    assert protocol.gives_up(step=10, best_step=0, best_correct=90, n_facts=100, target=1.0) == "plateau"
+    assert protocol.gives_up(step=20, best_step=15, best_correct=69, n_facts=100, target=1.0) == "hopeless"
+    assert protocol.gives_up(step=20, best_step=15, best_correct=71, n_facts=100, target=1.0) is None
+    assert protocol.gives_up(step=100, best_step=95, best_correct=99, n_facts=100, target=1.0) == "max_steps"
+    endless = gd.Protocol(lr=0.03, max_steps=100)  # no patience, never hopeless
+    assert endless.gives_up(step=99, best_step=0, best_correct=0, n_facts=100, target=1.0) is None

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from factstore import assoc
-from factstore.training import DivergenceError, check_finite
+from factstore.training import DivergenceError, FusedAdam, check_finite
 
 
 def test_finite_loss_and_parameters_pass():
@@ -88,3 +88,23 @@ def test_flushing_denormals_restores_what_was_set_before():
         assert flushing_denormals_now()  # the runner turns it on for a whole step: it stays on
     finally:
         torch.set_flush_denormal(False)
+
+
+def test_fused_adam_makes_torch_adams_updates_bit_for_bit():
+    """FusedAdam calls the function torch.optim.Adam(fused=True).step() calls, with the state it
+    keeps: over steps with a changing learning rate the weights are the same bits."""
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(32, 24), (32, 24), (24, 32)]
+    ours = [torch.randn(shape, generator=generator) for shape in shapes]
+    theirs = [torch.nn.Parameter(weight.clone()) for weight in ours]
+    reference = torch.optim.Adam(theirs, lr=0.03, fused=True)
+    adam = FusedAdam(ours)
+    for step in range(20):
+        gradients = [torch.randn(shape, generator=generator) * 10.0 ** (step % 5 - 2) for shape in shapes]
+        learning_rate = 0.03 * (1 + math.cos(math.pi * step / 20)) / 2
+        for parameter, gradient in zip(theirs, gradients, strict=True):
+            parameter.grad = gradient.clone()
+        reference.param_groups[0]["lr"] = learning_rate
+        reference.step()
+        adam.step(gradients, lr=learning_rate)
+    assert all(torch.equal(mine, parameter.detach()) for mine, parameter in zip(ours, theirs, strict=True))

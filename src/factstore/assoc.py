@@ -201,15 +201,16 @@ def _loss_and_gradient(
             logits, gradient_buffer = workspace[:, : len(targets[rows])]
             if outputs.dim() == 3:
                 torch.mm(recalled[seed, rows], outputs[seed].T, out=logits)
-            else:
-                logits = torch.einsum("mrd,md->mr", outputs[seed, rows], recalled[seed, rows])
+            else:  # each input's own outputs: logits[m, r] = <outputs[m, r], recalled[m]>
+                torch.bmm(outputs[seed, rows], recalled[seed, rows].unsqueeze(2), out=logits.unsqueeze(2))
             logit_gradient, loss, n_correct = cross_entropy_gradient(logits, targets[rows], out=gradient_buffer)
             losses[seed] += loss
             correct[seed] += n_correct
             if outputs.dim() == 3:
                 recalled_gradient[seed, rows] = logit_gradient @ outputs[seed]
             else:
-                recalled_gradient[seed, rows] = torch.einsum("mr,mrd->md", logit_gradient, outputs[seed, rows])
+                torch.bmm(logit_gradient.unsqueeze(1), outputs[seed, rows],
+                          out=recalled_gradient[seed, rows].unsqueeze(1))
     recalled_gradient /= p
     return losses / p, correct, recalled_gradient.transpose(1, 2) @ inputs
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from factstore.facts import target_and_best_other
+
 
 def cross_entropy_gradient(
     logits: Tensor, target: Tensor, out: Tensor | None = None
@@ -24,17 +26,15 @@ def cross_entropy_gradient(
     logits: (n, C); target: (n, 1) int64 class of each row; out: where the gradient goes (n, C),
     a tensor other than `logits` (None: a new one). The loss sum is a float64 0-dim tensor and the
     count an int64 one, both on the logits' device (no host sync). A row is decoded right when
-    its target logit beats every other one strictly (a tie counts as wrong, as in `facts.py`):
-    the target's logit is set aside so that one amax gives the best competitor, then put back,
-    so `logits` holds its own values again on return.
+    its target logit beats every other one strictly (a tie counts as wrong:
+    `facts.target_and_best_other`, as in every decoding of the package); `logits` holds its own
+    values again on return.
 
     The loss of a row is log sum_j exp(l_j - m) - (l_target - m), m the row's largest logit. The
     softmax's largest entry is exp(0) / sum_j exp(l_j - m), so the log-normaliser is minus its
     log: no second exponential, and no underflow (that entry is at least 1 / C).
     """
-    target_logit = logits.gather(1, target)
-    best_other = torch.amax(logits.scatter_(1, target, float("-inf")), dim=1, keepdim=True)
-    logits.scatter_(1, target, target_logit)
+    target_logit, best_other = target_and_best_other(logits, target)
     n_correct = (target_logit > best_other).sum()
     row_max = torch.maximum(target_logit, best_other)
     probabilities = torch.softmax(logits, dim=1, out=out)

@@ -268,6 +268,19 @@ def real_fact_set(
 # ---------------------------------------------------------------------------------------------
 
 
+def target_and_best_other(scores: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    """((n, 1) each row's score of its target, (n, 1) its best score of any other column).
+
+    scores: (n, C); target: (n, 1) int64. Row i decodes right when the first beats the second
+    strictly (a tie counts as wrong). The target column is set aside (-inf) so that one amax gives
+    the best competitor, then put back: `scores` holds its own values again on return.
+    """
+    target_score = scores.gather(1, target)
+    best_other = torch.amax(scores.scatter_(1, target, float("-inf")), dim=1, keepdim=True)
+    scores.scatter_(1, target, target_score)
+    return target_score, best_other
+
+
 def decoding_margins(
     outputs: Tensor, values: Tensor, fact_map: Tensor, chunk_size: int = DEFAULT_CHUNK_SIZE
 ) -> Tensor:
@@ -287,11 +300,8 @@ def decoding_margins(
     margins = torch.empty(len(outputs), dtype=values.dtype, device=values.device)
     for start in range(0, len(outputs), chunk_size):
         rows = slice(start, start + chunk_size)
-        scores = outputs[rows] @ values.T
-        target = fact_map[rows].unsqueeze(1)
-        target_scores = scores.gather(1, target).squeeze(1)
-        scores.scatter_(1, target, float("-inf"))
-        margins[rows] = target_scores - scores.max(dim=1).values
+        target_score, best_other = target_and_best_other(outputs[rows] @ values.T, fact_map[rows].unsqueeze(1))
+        margins[rows] = (target_score - best_other).squeeze(1)
     return margins
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import torch
+from torch.optim.adam import adam
 
 from factstore.errors import ResultWarning, TrainingDiverged
 
@@ -87,6 +88,33 @@ def flushing_denormals() -> Iterator[None]:
         yield
     finally:
         torch.set_flush_denormal(before)
+
+
+class FusedAdam:
+    """torch's Adam on a fixed list of tensors: its fused kernel through `torch.optim.adam.adam`,
+    the function `torch.optim.Adam(fused=True).step()` calls, with the state that optimiser keeps
+    (the moments and a float32 step count per tensor): the same updates bit for bit (tested).
+
+    Why not the optimiser object: its step() wraps that call in hooks, grad-mode and state
+    look-ups that cost ~35 us per call, ~4% of a GD step at F = 512 with three small weight
+    matrices; the gradients are passed in, not read from `.grad`. Defaults as torch.optim.Adam's
+    (betas 0.9 / 0.999, eps 1e-8, no weight decay).
+    """
+
+    def __init__(self, parameters: list[torch.Tensor], betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        self.parameters = list(parameters)
+        self.betas, self.eps = betas, eps
+        self.exp_avgs = [torch.zeros_like(parameter) for parameter in self.parameters]
+        self.exp_avg_sqs = [torch.zeros_like(parameter) for parameter in self.parameters]
+        self.steps = [torch.zeros((), dtype=torch.float32, device=parameter.device) for parameter in self.parameters]
+
+    @torch.no_grad()
+    def step(self, gradients: list[torch.Tensor], lr: float) -> None:
+        """One update of every parameter in place, gradients[i] being d loss / d parameters[i]."""
+        adam(
+            self.parameters, gradients, self.exp_avgs, self.exp_avg_sqs, [], self.steps, fused=True,
+            amsgrad=False, beta1=self.betas[0], beta2=self.betas[1], lr=lr, weight_decay=0.0, eps=self.eps,
+            maximize=False)
 
 
 def adamw_with_warmup(

@@ -5,7 +5,7 @@ sigma ReLU or identity (3 h d parameters), and plain g(x) = W_down sigma(W_in x)
 
 Loss: cross-entropy of the logits g(k_i) V^T against f(i) over ALL values (the default), or the
 mean squared error between g(k_i) and its value v_f(i) (`loss="mse"`, the follow-up paper's fact
-expert in its editing experiment), full batch, Adam (torch's fused implementation) with cosine
+expert in its editing experiment), full batch, Adam (torch's fused kernel, `training.FusedAdam`) with cosine
 decay from `lr` to `final_lr` over `max_steps`. The logits are formed in row chunks, ONCE per
 step: each chunk gives its loss, its share of d loss / d outputs (softmax - onehot) V / F, and
 its correct count, so the accuracy check is free and F x F logits never sit in memory (F = 2^14
@@ -43,9 +43,9 @@ import torch
 from torch import Tensor
 
 from factstore.cross_entropy import cross_entropy_gradient, logit_workspace
-from factstore.facts import FactSet
+from factstore.facts import FactSet, target_and_best_other
 from factstore.mlp.modules import GatedMLP, PlainMLP, input_layers, output_layer, parameter_count
-from factstore.training import check_finite, flushing_denormals
+from factstore.training import FusedAdam, check_finite, flushing_denormals
 
 Architecture = Literal["gated", "plain"]
 Loss = Literal["cross_entropy", "mse"]
@@ -75,6 +75,19 @@ class Protocol:
         return cls(lr=section["learning_rate"], max_steps=section["max_steps"], patience=section["patience"],
                    name="config", hopeless_after=hopeless.get("after_steps"),
                    hopeless_margin=hopeless.get("margin", 0.3))
+
+    def gives_up(self, step: int, best_step: int, best_correct: int, n_facts: int, target: float) -> str | None:
+        """Why a run at `step` stops short of its target -- 'plateau' (no gain for `patience`
+        steps since `best_step`), 'hopeless' (best_correct of n_facts still below target -
+        hopeless_margin after hopeless_after steps) or 'max_steps' -- or None to go on."""
+        if self.patience is not None and step - best_step >= self.patience:
+            return "plateau"
+        if (self.hopeless_after is not None and step >= self.hopeless_after
+                and best_correct < (target - self.hopeless_margin) * n_facts):
+            return "hopeless"
+        if step == self.max_steps:
+            return "max_steps"
+        return None
 
 
 PAPER_PROTOCOL = Protocol(lr=1e-3, max_steps=10_000, patience=None, name="paper")
@@ -190,8 +203,7 @@ def decoded_right(
         rows = slice(start, start + chunk_size)
         target = fact_map[rows].unsqueeze(1)
         logits = torch.mm(outputs[rows], values.T, out=workspace[0, : len(target)])
-        target_logit = logits.gather(1, target)
-        best_other = torch.amax(logits.scatter_(1, target, float("-inf")), dim=1, keepdim=True)
+        target_logit, best_other = target_and_best_other(logits, target)
         n_correct += (target_logit > best_other).sum()
     return int(n_correct)
 
@@ -269,7 +281,7 @@ def train(
     fact_map = fact_set.fact_map.to(device)
     chunk_size = chunk_size or default_chunk_size(len(values), device)
     parameters = dict(module.named_parameters())
-    optimizer = torch.optim.Adam(parameters.values(), lr=protocol.lr, fused=True)
+    optimizer = FusedAdam(list(parameters.values()))
     loss_pass = LOSS_PASSES[loss]
     workspace = logit_workspace(len(keys), len(values), chunk_size, like=keys)
 
@@ -279,7 +291,8 @@ def train(
     # next loss non-finite, and the weights are checked once after the loop (training.check_finite).
     best_state = {name: parameter.detach().clone() for name, parameter in parameters.items()}
     best_correct, best_step, best_loss = -1, 0, math.inf
-    stop, step = "max_steps", 0
+    stop: str | None = None
+    step = 0
     # The steps run without autograd (the module's pullback is in closed form) and in inference
     # mode, which also skips autograd's per-op bookkeeping (~5% of a step at F = 512). The module
     # and the best-weight buffers are made before it, so they stay ordinary tensors.
@@ -295,24 +308,14 @@ def train(
                     best_state[name].copy_(parameter)
             if n_correct >= target * fact_set.n_facts and (min_loss is None or loss_value <= min_loss):
                 stop = "target"
+            else:
+                stop = protocol.gives_up(step, best_step, best_correct, fact_set.n_facts, target)
+            if stop is not None:
                 break
-            if protocol.patience is not None and step - best_step >= protocol.patience:
-                stop = "plateau"
-                break
-            if (protocol.hopeless_after is not None and step >= protocol.hopeless_after
-                    and best_correct < (target - protocol.hopeless_margin) * fact_set.n_facts):
-                stop = "hopeless"
-                break
-            if step == protocol.max_steps:
-                break
-            for group in optimizer.param_groups:
-                group["lr"] = cosine_lr(step, protocol)
-            for name, parameter_gradient in pullback(gradient).items():
-                parameters[name].grad = parameter_gradient
-            optimizer.step()
+            parameter_gradients = pullback(gradient)
+            optimizer.step([parameter_gradients[name] for name in parameters], lr=cosine_lr(step, protocol))
 
     check_finite(loss_value, module.parameters(), where=where, step=step)
-    module.zero_grad(set_to_none=True)
     module.load_state_dict(best_state)
     module = module.cpu()
     info = {
