@@ -19,6 +19,10 @@ measured values) and what changed; a run is a run directory ('.', 'runs/paper') 
 
 from __future__ import annotations
 
+from factstore.kernel_path import kernel_path_record, pin_cpu_kernels
+
+pin_cpu_kernels()  # before numpy (pandas) or torch loads: their kernel choice is made at load time
+
 import argparse
 import errno
 import importlib
@@ -210,7 +214,7 @@ def run_step(
     record = provenance.collect(
         step=step_name, params=params, inputs=inputs, device=chosen, threads=threads, wall_time_s=wall_time,
         step_cpu_time_s=cpu_time,
-    ) | {"warnings": result_warnings}
+    ) | {"warnings": result_warnings, "cpu_kernels": kernel_path_record()}
     written: dict[str, list[Path]] = {}
     try:
         for name, path in outputs.items():

@@ -34,10 +34,13 @@ import pandas as pd
 from factstore.io import read_yaml
 
 STATUSES = ("PASS", "FAIL", "UNTESTABLE", "NOT RUN")
-CLAIM_KEYS = {"id", "short", "work", "statement", "result", "checks", "gates", "scale", "figures", "revised"}
-CHECK_KEYS = {"metric", "min", "max", "why"}
+CLAIM_KEYS = {"id", "short", "work", "statement", "result", "checks", "gates", "scale", "figures", "revised", "choices"}
+CHECK_KEYS = {"metric", "min", "max", "why", "no_standard_error"}
 GATE_KEYS = CHECK_KEYS | {"result"}
 REVISION_KEYS = {"date", "previous_statement", "previous_checks", "reason", "checks"}
+CHOICE_KEYS = {"name", "value", "why", "decided", "pre_result", "alternatives"}
+ALTERNATIVE_KEYS = {"value", "metrics", "not_evaluated"}
+DECIDED = ("before results", "after results")
 
 
 class ClaimsError(ValueError):
@@ -75,7 +78,43 @@ def load_registry(path: str | Path) -> list[dict[str, Any]]:
         for revision in claim.get("revised", []):
             if set(revision) != REVISION_KEYS:
                 raise ClaimsError(f"{path}: claim {claim['id']}: a revised record needs exactly {sorted(REVISION_KEYS)}")
+        for problem in choice_problems(claim):
+            raise ClaimsError(f"{path}: claim {claim['id']}: {problem}")
     return claims
+
+
+def choice_problems(claim: dict) -> list[str]:
+    """What is wrong with the claim's declared `choices` (empty when nothing is).
+
+    A choice is a free decision the verdict rests on (a budget, a stopping rule, an input family, a
+    fit window, a threshold): its `name`, the `value` the run uses, whether it was `decided` before
+    or after results were seen (after: `pre_result` is the value held before, and one alternative
+    has it), and at least one alternative. An alternative is evaluated from `metrics`
+    ({metric of a check or gate: the metric that holds the alternative's value, in the same
+    table}) or says why not (`not_evaluated`, e.g. it needs the paper's sizes).
+    """
+    problems = []
+    known = {check["metric"] for check in claim.get("checks", []) + claim.get("gates", [])}
+    for choice in claim.get("choices", []):
+        name = choice.get("name", "?")
+        if set(choice) - CHOICE_KEYS or not {"name", "value", "decided", "alternatives"} <= set(choice):
+            problems.append(f"choice '{name}' needs name, value, decided, alternatives and may have {sorted(CHOICE_KEYS)}")
+            continue
+        if choice["decided"] not in DECIDED:
+            problems.append(f"choice '{name}': decided must be one of {list(DECIDED)}")
+        alternatives = choice["alternatives"]
+        if not isinstance(alternatives, list) or not alternatives:
+            problems.append(f"choice '{name}' needs at least one alternative")
+            continue
+        if choice["decided"] == "after results" and choice.get("pre_result") not in [a.get("value") for a in alternatives]:
+            problems.append(f"choice '{name}' was decided after results: its pre_result must be one of its alternatives")
+        for alternative in alternatives:
+            if set(alternative) - ALTERNATIVE_KEYS or "value" not in alternative or \
+                    ("metrics" in alternative) == ("not_evaluated" in alternative):
+                problems.append(f"choice '{name}': an alternative needs a value and either metrics or not_evaluated")
+            elif unknown := set(alternative.get("metrics", {})) - known:
+                problems.append(f"choice '{name}': alternative metrics {sorted(unknown)} are not the claim's checks or gates")
+    return problems
 
 
 def _ranges(checks: list[dict]) -> list[tuple]:
@@ -133,7 +172,7 @@ def _as_float(value: float | str | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def _in_range(value: float, check: dict) -> bool:
+def in_range(value: float, check: dict) -> bool:
     return math.isfinite(value) and check.get("min", -math.inf) <= value <= check.get("max", math.inf)
 
 
@@ -148,13 +187,13 @@ def evaluate_gates(claim: dict, metrics: dict[str, pd.DataFrame]) -> tuple[bool 
             return None, measured
         value = float(values[gate["metric"]])
         measured[gate["metric"]] = _json_number(value)
-        passed &= _in_range(value, gate)
+        passed &= in_range(value, gate)
     return passed, measured
 
 
 def margin_in_standard_errors(value: float, check: dict, standard_error: float) -> float:
     """(distance of `value` from the nearer bound of `check`'s range) / standard_error: >= 0
-    inside the range, < 0 outside (as `_in_range` decides); NaN without a finite, positive
+    inside the range, < 0 outside (as `in_range` decides); NaN without a finite, positive
     standard error."""
     if not (math.isfinite(value) and math.isfinite(standard_error) and standard_error > 0):
         return math.nan
@@ -219,7 +258,7 @@ def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str
         measured = {m: _json_number(values[m]) for m in (c["metric"] for c in checks) if m in values}
         return record | {"status": "NOT RUN", "measured": measured or None, "note": f"metric {missing[0]} missing"}
     measured = {check["metric"]: _json_number(values[check["metric"]]) for check in checks}
-    check_status = "PASS" if all(_in_range(values[check["metric"]], check) for check in checks) else "FAIL"
+    check_status = "PASS" if all(in_range(values[check["metric"]], check) for check in checks) else "FAIL"
     record |= {"measured": measured} | _uncertainty(checks, values, errors)
     if not claim.get("gates"):
         return record | {"status": check_status, "note": ""}
@@ -229,7 +268,7 @@ def evaluate_claim(claim: dict, metrics: dict[str, pd.DataFrame], run_scale: str
         return record | {"status": "NOT RUN", "note": "a testability gate's metric is missing"}
     if not gates_hold:
         failed = "; ".join(f"{_expected(gate)} (measured {_format(gates_measured[gate['metric']])})"
-                           for gate in claim["gates"] if not _in_range(_as_float(gates_measured[gate["metric"]]), gate))
+                           for gate in claim["gates"] if not in_range(_as_float(gates_measured[gate["metric"]]), gate))
         return record | {"status": "UNTESTABLE", "note": f"untestable: gate {failed} does not hold "
                                                          f"(the checks alone give {check_status})"}
     return record | {"status": check_status, "note": ""}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from factstore.claims import STATUSES
+from factstore.robustness import CLASSES
 
 Record = dict[str, Any]
 
@@ -38,7 +39,7 @@ def counts(records: list[Record]) -> dict[str, int]:
 def count_line(records: list[Record]) -> str:
     """'23 PASS, 8 FAIL, 1 UNTESTABLE, 2 NOT RUN' (plus ', 3 fragile' when some are)."""
     line = ", ".join(f"{count} {status}" for status, count in counts(records).items())
-    fragile = sum(bool(r.get("fragile")) and r["status"] in ("PASS", "FAIL") for r in records)
+    fragile = sum(is_fragile(r) for r in records)
     return line + (f" ({fragile} fragile)" if fragile else "")
 
 
@@ -49,13 +50,80 @@ def format_number(value: float | str | None) -> str:
     return "nan" if value is None or not math.isfinite(value) else f"{value:.4g}"
 
 
+def is_fragile(record: Record) -> bool:
+    """A PASS or FAIL within one standard error of a bound, or one that resampling flips in more
+    than 1 - robustness.ROBUST_FREQUENCY of the draws."""
+    return record["status"] in ("PASS", "FAIL") and (
+        bool(record.get("fragile")) or (record.get("robustness") or {}).get("class") == "fragile")
+
+
 def status_text(record: Record) -> str:
     """The status cell: 'PASS', 'FAIL, fragile', 'UNTESTABLE (checks: PASS)'."""
     if record["status"] == "UNTESTABLE":
         return f"UNTESTABLE (checks: {record['check_status']})"
-    if record.get("fragile") and record["status"] in ("PASS", "FAIL"):
+    if is_fragile(record):
         return f"{record['status']}, fragile"
     return record["status"]
+
+
+def robustness_counts(records: list[Record]) -> dict[str, int]:
+    """{class: number of records}, in robustness.CLASSES order (records without one are left out)."""
+    classes = [(r.get("robustness") or {}).get("class") for r in records]
+    return {name: classes.count(name) for name in CLASSES}
+
+
+def robustness_line(records: list[Record]) -> str:
+    """'Robust: 12 PASS, 5 FAIL; 6 depend on a choice; 4 fragile (seeds); 2 not probed; 6 UNTESTABLE
+    (a gate); 1 NOT RUN'."""
+    n = robustness_counts(records)
+    return (f"Robust: {n['robust PASS']} PASS, {n['robust FAIL']} FAIL; {n['depends on a choice']} depend on a "
+            f"choice; {n['fragile']} fragile (seeds); {n['not probed']} not probed; {n['UNTESTABLE']} UNTESTABLE "
+            f"(a gate); {n['NOT RUN']} NOT RUN")
+
+
+def _percent(frequency: float) -> str:
+    return f"{100 * frequency:.0f}%" if frequency < 0.995 or frequency == 1 else ">99%"
+
+
+def robustness_text(record: Record) -> str:
+    """The robustness cell: 'robust (2 of 3 alternatives evaluated; 100% of resamples)', 'depends
+    on: spectrum family', 'fragile: 71% of resamples'."""
+    robustness = record.get("robustness")
+    if not robustness:
+        return "-"
+    rows = robustness["alternatives"]
+    evaluated = sum(row["status"] != "not evaluated" for row in rows)
+    frequency = robustness["resampling"]["frequency"]
+    resampled = f"{_percent(frequency)} of resamples" if frequency is not None else "no resampling"
+    if robustness["class"] == "depends on a choice":
+        return "depends on: " + ", ".join(robustness["depends_on"])
+    if robustness["class"] == "fragile":
+        return f"fragile: {resampled}"
+    if robustness["class"].startswith("robust"):
+        return f"robust ({evaluated} of {len(rows)} alternatives evaluated; {resampled})"
+    if robustness["class"] == "not probed":
+        return f"not probed (0 of {len(rows)} alternatives evaluated; no resampling)"
+    return f"{robustness['class']} ({evaluated} of {len(rows)} alternatives evaluated)"
+
+
+def choice_lines(record: Record) -> list[str]:
+    """One line per declared alternative: 'spectrum family: geometric -> linspace: FAIL
+    (ntk_break_kappa_budget = nan)', or '... : not evaluated (needs the paper's sizes)'; then why
+    the verdict has no resampling, where it has none."""
+    robustness = record.get("robustness") or {}
+    lines = []
+    for row in robustness.get("alternatives", []):
+        before = " (the value before results were seen)" if row["pre_result"] else ""
+        if row["status"] == "not evaluated":
+            outcome = f"not evaluated ({row['note']})"
+        else:
+            measured = "; ".join(f"{metric} = {format_number(value)}" for metric, value in (row["measured"] or {}).items())
+            outcome = row["status"] + (f" ({measured})" if measured else "")
+        lines.append(f"{row['choice']}: {row['value']} -> {row['alternative']}{before}: {outcome}")
+    resampling = robustness.get("resampling") or {}
+    if robustness and resampling.get("frequency") is None and record["status"] in ("PASS", "FAIL", "UNTESTABLE"):
+        lines.append(f"no resampling: {resampling.get('why_none')}")
+    return lines
 
 
 def measured_text(record: Record) -> str:
@@ -116,12 +184,19 @@ def header_lines(records: list[Record]) -> list[str]:
     return [
         f"**{count_line(records)}** of {len(records)} claims.",
         "",
+        f"**{robustness_line(records)}.**",
+        "",
         scale_note,
         "PASS / FAIL: every check / some check holds; UNTESTABLE: a testability gate declared before the run "
         "(the model learned; the measurement can decide) does not hold, the checks' own verdict beside it; "
         "NOT RUN: no result yet. Each check: the measured value ± one standard error where the study gives "
         "one, the expected range, the margin (distance to the nearer bound in standard errors, negative "
-        "outside the range) and ✓ / ✗; 'fragile': a value within one standard error of a bound.",
+        "outside the range) and ✓ / ✗; 'fragile': a value within one standard error of a bound, or a verdict "
+        "that resampling the values within their standard errors flips more than once in twenty draws. "
+        "Robustness: the verdict read again under every alternative declared for the free choices it rests on "
+        "(config/claims.yaml) whose value this run measured, and under resampling; robust when it survives "
+        "both, not probed when this run could try neither; each claim's alternatives are listed under its "
+        "work's table (docs/claims-report.md).",
     ]
 
 
@@ -133,9 +208,9 @@ def markdown(records: list[Record]) -> str:
     for work in sorted({work_of(r) for r in records}):
         rows = [r for r in records if work_of(r) == work]
         lines += ["", f"## {work}: {rows[0]['work']}", "", count_line(rows), "",
-                  "| id | status | claim | checks: measured ± SE, expected (margin in SE) | figures | note |",
-                  "|---|---|---|---|---|---|"]
-        notes = []
+                  "| id | status | robustness | claim | checks: measured ± SE, expected (margin in SE) | figures | note |",
+                  "|---|---|---|---|---|---|---|"]
+        notes, choices = [], []
         for r in rows:
             marks = ""
             for revision in r.get("revised", []):
@@ -143,8 +218,11 @@ def markdown(records: list[Record]) -> str:
                 marks += f"[^{footnote}]"
                 notes.append(f"[^{footnote}]: {r['id']} {revision}")
             figures = ", ".join(f"[{name}](../figures/{name}.png)" for name in r.get("figures", [])) or "-"
-            cells = [r["id"], status_text(r), r["short"] + marks, "<br>".join(check_texts(r)), figures, r.get("note", "")]
+            cells = [r["id"], status_text(r), robustness_text(r), r["short"] + marks, "<br>".join(check_texts(r)),
+                     figures, r.get("note", "")]
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+            choices += [f"- {r['id']}: {line}" for line in choice_lines(r)]
+        lines += ["", f"Declared choices of {work}, each alternative's verdict:", "", *choices] if choices else []
         lines += ["", *notes] if notes else []
     lines += ["", "Statements, ranges and gates: config/claims.yaml; metrics: results/<study>/metrics.csv."]
     return "\n".join(lines) + "\n"
@@ -159,18 +237,20 @@ def html_page(records: list[Record]) -> str:
              ".PASS{color:#176117}.FAIL{color:#a11}.UNTESTABLE{color:#a66a00}.fragile{font-style:italic}"
              "</style></head><body><h1>Claims report</h1>"]
     header = header_lines(records)
-    parts += [f"<p><b>{escape(count_line(records))}</b> of {len(records)} claims.</p>"]
-    parts += [f"<p>{escape(line)}</p>" for line in header[2:]]
+    parts += [f"<p><b>{escape(count_line(records))}</b> of {len(records)} claims.</p>",
+              f"<p><b>{escape(robustness_line(records))}.</b></p>"]
+    parts += [f"<p>{escape(line)}</p>" for line in header[4:]]
     for work in sorted({work_of(r) for r in records}):
         rows = [r for r in records if work_of(r) == work]
         parts += [f"<h2>{escape(work)}: {escape(rows[0]['work'])}</h2><p>{escape(count_line(rows))}</p>",
-                  "<table><tr><th>id</th><th>status</th><th>claim</th>"
+                  "<table><tr><th>id</th><th>status</th><th>robustness</th><th>claim</th>"
                   "<th>checks: measured ± SE, expected (margin in SE)</th><th>figures</th><th>note</th></tr>"]
         for r in rows:
-            css = r["status"].replace(" ", "_") + (" fragile" if r.get("fragile") else "")
+            css = r["status"].replace(" ", "_") + (" fragile" if is_fragile(r) else "")
             revisions = "".join(f"<br><small>{escape(revision)}</small>" for revision in r.get("revised", []))
+            choices = "".join(f"<br><small>{escape(line)}</small>" for line in choice_lines(r))
             cells = [escape(r["id"]), f"<span class='{css}'>{escape(status_text(r))}</span>",
-                     escape(r["short"]) + revisions, "<br>".join(map(escape, check_texts(r))),
+                     escape(robustness_text(r)) + choices, escape(r["short"]) + revisions, "<br>".join(map(escape, check_texts(r))),
                      escape(", ".join(r.get("figures", [])) or "-"), escape(r.get("note", ""))]
             parts.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
         parts.append("</table>")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from factstore import claims, claims_report
+from factstore import claims, claims_report, robustness
 
-TABLE_COLUMNS = ("id", "short", "status", "check_status", "measured", "expected", "margins", "fragile",
+TABLE_COLUMNS = ("id", "short", "status", "check_status", "robustness", "measured", "expected", "margins", "fragile",
                  "figures", "scale", "run_scale", "note")
 
 
@@ -22,9 +22,11 @@ def report(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
               for name, path in inputs.items() if name.startswith("metrics_")}
     records = claims.evaluate(registry, tables, params["scale"],
                               warnings={result: claims.study_warnings(path) for result, path in tables.items()})
+    records = robustness.assess_all(registry, records, tables, params["scale"])
     table = pd.DataFrame([
         {column: r.get(column) for column in TABLE_COLUMNS}
-        | {"status": claims_report.status_text(r), "measured": claims_report.measured_text(r),
+        | {"status": claims_report.status_text(r), "robustness": claims_report.robustness_text(r),
+           "measured": claims_report.measured_text(r),
            "margins": claims_report.margin_text(r), "figures": ", ".join(r["figures"])}
         for r in records
     ], columns=TABLE_COLUMNS)
