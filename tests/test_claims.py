@@ -216,3 +216,28 @@ def test_compare_names_what_changed_between_two_runs():
     assert [r["changed"] for r in claims_report.changes(run[0.5], [])] == ["only in A"]
     text = claims_report.comparison_text("a", run[0.5], "b", run[2.0])
     assert "1 of 1 claims changed (1 in status" in text and "x = 0.5" in text and "x = 2" in text
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("    - metric: x\n      max: 1e3\n", "check x: max must be a finite number, got '1e3'"),
+    ("    - metric: x\n      min: '0.5'\n", "check x: min must be a finite number, got '0.5'"),
+    ("    - metric: x\n      min: [0, 1]\n", "check x: min must be a finite number, got \\[0, 1\\]"),
+    ("    - metric: x\n      min: .nan\n", "check x: min must be a finite number, got nan"),
+    ("    - metric: x\n      why: no bound\n", "check x needs a 'min' or a 'max'"),
+    ("    - metric: x\n      min: 0\n      mni: 1\n", "check x: unknown key 'mni'"),
+    ("    - metric: x\n      min: 2\n      max: 1\n", "check x has min > max"),
+])
+def test_a_malformed_check_is_refused_in_one_line_naming_the_claim_and_the_key(tmp_path, text, problem):
+    registry = tmp_path / "claims.yaml"
+    registry.write_text("- id: S9.c\n  work: w\n  statement: s\n  scale: any\n  result: m.csv\n  checks:\n" + text)
+    with pytest.raises(claims.ClaimsError, match=f"^{re.escape(str(registry))}: claim S9.c: {problem}") as error:
+        claims.load_registry(registry)
+    assert "\n" not in str(error.value)
+
+
+def test_a_yaml_syntax_error_names_the_file_and_the_line(tmp_path):
+    registry = tmp_path / "claims.yaml"
+    registry.write_text("- id: S9.c\n  work: [unclosed\n  scale: any\n")
+    with pytest.raises(claims.ClaimsError, match=rf"^{re.escape(str(registry))}: not valid YAML at line \d+") as error:
+        claims.load_registry(registry)
+    assert "\n" not in str(error.value)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from factstore.io import read_yaml
 
@@ -48,10 +49,18 @@ class ClaimsError(ValueError):
 
 
 def load_registry(path: str | Path) -> list[dict[str, Any]]:
-    """Read and check the registry's shape: unique ids, known keys, ranges with min <= max."""
-    claims = read_yaml(path)
-    if not isinstance(claims, list):
-        raise ClaimsError(f"{path}: expected a list of claims")
+    """Read and check the registry: valid YAML, a list of claims with unique ids and known keys,
+    checks and gates with a metric and at least one finite numeric bound (min <= max), revised
+    records and declared choices of the right shape. A problem raises ClaimsError, one line naming
+    the file, the claim and the key."""
+    try:
+        claims = read_yaml(path)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ClaimsError(f"{path}: not valid YAML{where}: {getattr(error, 'problem', None) or error}") from None
+    if not isinstance(claims, list) or not all(isinstance(claim, dict) for claim in claims):
+        raise ClaimsError(f"{path}: expected a list of claims, each a mapping")
     seen = set()
     for claim in claims:
         missing = {"id", "work", "statement", "scale"} - set(claim)
@@ -61,26 +70,43 @@ def load_registry(path: str | Path) -> list[dict[str, Any]]:
         if claim["id"] in seen:
             raise ClaimsError(f"{path}: claim id {claim['id']} appears twice")
         seen.add(claim["id"])
-        for check in claim.get("checks", []):
-            if set(check) - CHECK_KEYS or "metric" not in check:
-                raise ClaimsError(f"{path}: claim {claim['id']}: a check needs 'metric' and may have {sorted(CHECK_KEYS)}")
-            low, high = check.get("min", -math.inf), check.get("max", math.inf)
-            if low > high:
-                raise ClaimsError(f"{path}: claim {claim['id']}: check {check['metric']} has min > max")
+        for kind, entries in (("check", claim.get("checks", [])), ("gate", claim.get("gates", []))):
+            for entry in entries:
+                if problem := _bound_problem(entry, kind):
+                    raise ClaimsError(f"{path}: claim {claim['id']}: {problem}")
         for gate in claim.get("gates", []):
-            if set(gate) - GATE_KEYS or "metric" not in gate or "why" not in gate:
-                raise ClaimsError(f"{path}: claim {claim['id']}: a gate needs 'metric' and 'why' and may have {sorted(GATE_KEYS)}")
             if gate["metric"] in {check["metric"] for check in claim.get("checks", [])}:
                 raise ClaimsError(f"{path}: claim {claim['id']}: gate {gate['metric']} is one of the claim's own metrics; "
                                   "a gate is about the model or the measurement")
-            if gate.get("min", -math.inf) > gate.get("max", math.inf):
-                raise ClaimsError(f"{path}: claim {claim['id']}: gate {gate['metric']} has min > max")
         for revision in claim.get("revised", []):
             if set(revision) != REVISION_KEYS:
                 raise ClaimsError(f"{path}: claim {claim['id']}: a revised record needs exactly {sorted(REVISION_KEYS)}")
         for problem in choice_problems(claim):
             raise ClaimsError(f"{path}: claim {claim['id']}: {problem}")
     return claims
+
+
+def _bound_problem(entry: Any, kind: str) -> str | None:
+    """What is wrong with a check or gate (None when nothing is): its keys, its metric, its bounds
+    (real, finite numbers, at least one, min <= max)."""
+    keys = CHECK_KEYS if kind == "check" else GATE_KEYS
+    if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
+        return f"a {kind} needs a 'metric' name"
+    name = f"{kind} {entry['metric']}"
+    if unknown := sorted(set(entry) - keys):
+        return f"{name}: unknown key {unknown[0]!r} (a {kind} may have {sorted(keys)})"
+    if kind == "gate" and "why" not in entry:
+        return f"{name} needs a 'why'"
+    bounds = {bound: entry[bound] for bound in ("min", "max") if bound in entry}
+    if not bounds:
+        return f"{name} needs a 'min' or a 'max'"
+    for bound, value in bounds.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            hint = " (YAML reads 1e3 as text: write 1000 or 1.0e+3)" if isinstance(value, str) else ""
+            return f"{name}: {bound} must be a finite number, got {value!r}{hint}"
+    if bounds.get("min", -math.inf) > bounds.get("max", math.inf):
+        return f"{name} has min > max"
+    return None
 
 
 def choice_problems(claim: dict) -> list[str]:
