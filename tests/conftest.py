@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-import torch
+from factstore.kernel_path import pin_cpu_kernels
+
+pin_cpu_kernels()  # before torch and numpy load: the tests compute on the steps' kernel path, on any host
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("FACTSTORE_DATA_MIRROR", REPOSITORY.parent / "shared" / "data"))

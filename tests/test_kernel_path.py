@@ -4,6 +4,8 @@ with AVX2 alone, and the pin leaves a user's own settings alone."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,10 +44,13 @@ def test_the_opt_out_leaves_the_environment_as_it_was():
 
 
 def test_the_runner_pins_before_numpy_or_torch_loads():
+    """In a process whose environment sets none of the switches (the test session's own are set
+    by conftest), the runner's import pins them before torch chooses its kernels."""
     probe = ("import sys, runpy; sys.argv = ['factstore', '--help']\n"
              "try:\n    runpy.run_module('factstore', run_name='__main__')\nexcept SystemExit:\n    pass\n"
              "import torch, os; print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'])")
-    done = run(sys.executable, "-c", probe, cwd=Path.cwd())
+    environment = {name: value for name, value in os.environ.items() if name not in AVX2_ONLY_HOST}
+    done = subprocess.run([sys.executable, "-c", probe], env=environment, capture_output=True, text=True, check=True)
     assert done.stdout.split()[-2:] == ["AVX2", "AVX2"]
 
 
