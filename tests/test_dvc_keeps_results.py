@@ -89,9 +89,13 @@ def test_commit_then_exp_run_keeps_the_finished_run(finished):
 
 
 def test_the_documentation_recommends_no_bare_exp_run():
-    """No command line of the README's code blocks or of dvc.yaml's comments starts `dvc exp run`
-    (the prose may mention it, with the `dvc commit` that must come first)."""
-    readme = (REPOSITORY / "README.md").read_text().split("```")[1::2]  # the fenced blocks
-    commands = [line.strip().lstrip("#").strip() for block in readme for line in block.splitlines()]
-    commands += [line.lstrip("#").strip() for line in (REPOSITORY / "dvc.yaml").read_text().splitlines()]
-    assert [line for line in commands if line.startswith("dvc exp run")] == []
+    """No command line of the README's or the docs' code blocks, and no comment of dvc.yaml or
+    params.yaml, starts `dvc exp run`, and no comment there shows one (the prose may mention it,
+    with the `dvc commit` that must come first)."""
+    pages = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").rglob("*.md"))]
+    blocks = [block for page in pages for block in page.read_text().split("```")[1::2]]  # the fenced blocks
+    commands = [line.strip().lstrip("#").strip() for block in blocks for line in block.splitlines()]
+    for name in ("dvc.yaml", "params.yaml"):
+        commands += [line.lstrip("#").strip() for line in (REPOSITORY / name).read_text().splitlines()]
+    shown = [line for line in commands if line.startswith("dvc exp run") or ("dvc exp run -S" in line and "dvc commit" not in line)]
+    assert shown == []
