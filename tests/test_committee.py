@@ -13,7 +13,7 @@ import torch
 from factstore import claims
 from factstore.committee import architectures, backprop, capacity, fc_least_action, least_action, multi_output, patterns, polish, separability, training
 from factstore.committee.architectures import Architecture
-from factstore.experiments import committee_least_action
+from factstore.experiments import committee_least_action, committee_summary
 from factstore.statistics import first_crossing_below, power_law_fit
 from conftest import REPOSITORY
 
@@ -561,3 +561,24 @@ def test_an_unsaturated_multi_output_run_makes_the_power_law_untestable():
     assert claims.evaluate_claim(claim, {RESULT: table}, "paper")["status"] == "PASS"
     table.loc[table.metric == "multi_output_saturated_fraction", "value"] = 10 / 11
     assert claims.evaluate_claim(claim, {RESULT: table}, "paper")["status"] == "UNTESTABLE"
+
+
+def _fc_capacities(cpw: dict[str, list[float]]) -> pd.DataFrame:
+    """Capacity rows of fully connected runs, {solver: [CpW at 1, 2, 3 hidden layers]}."""
+    return pd.DataFrame([{"run": f"fc_l{layers}_{solver}", "solver": solver, "hidden_layers": layers, "n": 60, "cpw": value}
+                         for solver, values in cpw.items() for layers, value in enumerate(values, start=1)])
+
+
+def test_the_backprop_fc_ratio_reads_the_depth_check_on_back_propagation_alone():
+    check = next(c for c in REGISTRY["S3.cpw-depth"]["checks"] if c["metric"] == "depth_fc_ratio_max_over_min")
+    fc = _fc_capacities({"backprop": [2.5, 1.8, 1.5], "function_search": [3.0, 3.1, 3.2]})
+    best = fc.groupby("hidden_layers").cpw.max()
+    assert best.max() / best.min() == pytest.approx(3.2 / 3.0) and best.max() / best.min() <= check["max"]
+    spread, detail = committee_summary.fc_spread_of_solver(fc, "backprop")
+    assert spread == pytest.approx(2.5 / 1.5) and spread > check["max"]  # the verdict flips with back-propagation alone
+    assert "backprop alone" in detail and "2 layers: 1.8" in detail
+    assert committee_summary.fc_spread_of_solver(fc, "function_search")[0] == pytest.approx(3.2 / 3.0)
+    # A depth where back-propagation's fraction never crosses 1/2 (or has no run): no ratio, as for the best solver's.
+    assert math.isnan(committee_summary.fc_spread_of_solver(_fc_capacities({"backprop": [2.5, math.nan, 1.5],
+                                                                              "function_search": [3.0, 3.1, 3.2]}), "backprop")[0])
+    assert math.isnan(committee_summary.fc_spread_of_solver(fc[fc.run != "fc_l3_backprop"], "backprop")[0])

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import REPOSITORY
 
-from factstore import claims
+from factstore import claims, robustness
 from factstore.experiments import mlp_summary
 from factstore.metrics import MetricsTable
 from factstore.mlp.encoder_decoder import gated_parameter_count
@@ -43,6 +43,13 @@ def verdict(claim_id: str, frame: pd.DataFrame, only: str | None = None) -> str:
     claim = REGISTRY[claim_id]
     if only is not None:
         claim = claim | {"checks": [check for check in claim["checks"] if check["metric"] == only]}
+    return claims.evaluate_claim(claim, {claim["result"]: frame}, "paper")["status"]
+
+
+def alternative_verdict(claim_id: str, frame: pd.DataFrame, metrics: dict[str, str]) -> str:
+    """The registry's verdict on `frame` under a declared alternative: each check's metric renamed
+    by `metrics`, same ranges (robustness.alternative_claim)."""
+    claim = robustness.alternative_claim(REGISTRY[claim_id], {"metrics": metrics})
     return claims.evaluate_claim(claim, {claim["result"]: frame}, "paper")["status"]
 
 
@@ -192,6 +199,45 @@ def test_break_kappa_is_the_smallest_kappa_failing_in_half_the_seeds():
     rows.append(row("ntk", 512, 10.0, 0, None, degree=2.0))  # one of two seeds fails at kappa = 10
     frame = anisotropy_frame(rows, [512])
     assert value(frame, "ntk_break_kappa") == 10.0 and value(frame, "ntk_ustar_break_kappa") == 1000.0
+
+
+BREAK_ALTERNATIVES = {"3x": {"ntk_break_kappa_budget": "ntk_break_kappa_budget_3x",
+                             "ntk_ustar_break_kappa_budget": "ntk_ustar_break_kappa_budget_3x"},
+                      "smaller F": {"ntk_stored_fraction_kappa1": "ntk_stored_fraction_kappa1_smaller_f",
+                                    "ntk_break_kappa_budget": "ntk_break_kappa_budget_smaller_f",
+                                    "ntk_ustar_stored_fraction_kappa1": "ntk_ustar_stored_fraction_kappa1_smaller_f",
+                                    "ntk_ustar_break_kappa_budget": "ntk_ustar_break_kappa_budget_smaller_f"}}
+
+
+def test_the_break_alternatives_read_a_3x_budget_and_the_next_smaller_f():
+    """Both NTKs store at every kappa within the cap (3 seeds). At F = 512 their cost is 1x, 1.5x,
+    2.5x, 4x of kappa = 1: the 2x break is kappa = 100 (PASS), the 3x break 1000, the top of the
+    sweep (FAIL). At F = 256 their cost is flat: no break within 2x there (FAIL)."""
+    rows = []
+    for r in range(3):
+        for kappa, factor in zip(KAPPAS, (1.0, 1.5, 2.5, 4.0)):
+            rows += [row("ntk", 512, kappa, r, 1000 * factor, degree=2.0), row("ntk_ustar", 512, kappa, r, 800 * factor, degree=2.0),
+                     row("ntk", 256, kappa, r, 500, degree=2.0), row("ntk_ustar", 256, kappa, r, 400, degree=2.0)]
+    metrics = MetricsTable()
+    mlp_summary.ntk_anisotropy_metrics(best_degree_rows(tidy_table(rows)), 512, metrics, 2.0, alternatives=True)
+    frame = metrics.frame()
+    assert value(frame, "ntk_break_kappa_budget") == 100.0 and value(frame, "ntk_break_kappa_budget_3x") == 1000.0
+    assert value(frame, "ntk_ustar_break_kappa_budget_3x") == 1000.0
+    assert value(frame, "ntk_stored_fraction_kappa1_smaller_f") == 1.0
+    assert math.isnan(value(frame, "ntk_break_kappa_budget_smaller_f"))
+    assert math.isnan(value(frame, "ntk_ustar_break_kappa_budget_smaller_f"))
+    assert verdict("S0.ntk-anisotropy-breaks", frame) == "PASS"
+    assert alternative_verdict("S0.ntk-anisotropy-breaks", frame, BREAK_ALTERNATIVES["3x"]) == "FAIL"
+    assert alternative_verdict("S0.ntk-anisotropy-breaks", frame, BREAK_ALTERNATIVES["smaller F"]) == "FAIL"
+    # the same growth at F = 256 too: the smaller F breaks at kappa = 100 as well (PASS)
+    grown = [r | {"n_params": r["n_params"] * {1.0: 1.0, 10.0: 1.5, 100.0: 2.5, 1000.0: 4.0}[r["kappa"]]}
+             if r["F"] == 256 else r for r in rows]
+    metrics = MetricsTable()
+    mlp_summary.ntk_anisotropy_metrics(best_degree_rows(tidy_table(grown)), 512, metrics, 2.0, alternatives=True)
+    assert value(metrics.frame(), "ntk_ustar_break_kappa_budget_smaller_f") == 100.0
+    assert alternative_verdict("S0.ntk-anisotropy-breaks", metrics.frame(), BREAK_ALTERNATIVES["smaller F"]) == "PASS"
+    # only the checked sweep writes them (the summary's d = 32 sweep calls without `alternatives`)
+    assert "ntk_break_kappa_budget_3x" not in set(anisotropy_frame(rows, [256, 512]).metric)
 
 
 def test_the_ntk_claims_read_the_d128_sweep_and_the_d32_sweep_is_reported_beside(tmp_path):
@@ -351,6 +397,81 @@ def test_exponents_are_compared_only_over_f_over_d_at_least_32():
     steeper = capacity_frame(1.5)
     assert value(steeper, "exponent_asymptotic_gd_gated") == pytest.approx(1.5)
     assert verdict("S0.ed-matches-gd-asymptotics", steeper) == "FAIL"
+
+
+def two_target_capacity_rows(gd_exponent_t099: float, gd_cheaper_t099: bool = True) -> list[dict]:
+    """ed_gated and gd_gated at d = 16, F = 512 and 1,024 (F / d >= 32), targets 0.99 and 1: W = F log2 F
+    for the encoder-decoder, a tenth of it for GD at target 1; at target 0.99 GD's W grows like
+    F^gd_exponent_t099 from a tenth (or, gd_cheaper_t099 False, twice) the encoder-decoder's W at F = 512."""
+    rows = []
+    for n_facts in (512, 1024):
+        ed = n_facts * math.log2(n_facts)
+        gd_t099 = (0.1 if gd_cheaper_t099 else 2.0) * 512 * 9 * (n_facts / 512) ** gd_exponent_t099
+        for method, target, w in (("ed_gated", 0.99, ed), ("ed_gated", 1.0, ed),
+                                  ("gd_gated", 0.99, gd_t099), ("gd_gated", 1.0, ed / 10)):
+            rows.append(row(method, n_facts, 1.0, 0, w, experiment="capacity", d=16, target=target))
+    return rows
+
+
+def capacity_metrics_frame(rows: list[dict]) -> pd.DataFrame:
+    table = best_degree_rows(tidy_table(rows))
+    metrics = MetricsTable()
+    mlp_summary._capacity_metrics(table, mlp_summary.fits_table(table), 0.99, {"search": {"ntk_max_width": 1}}, metrics)
+    return metrics.frame()
+
+
+def test_the_exponent_gap_at_target_1_only_leaves_out_target_099():
+    """GD's slope is 1.5 at target 0.99 (gap ~0.4, FAIL) and F log F's at target 1 (gap 0, PASS)."""
+    frame = capacity_metrics_frame(two_target_capacity_rows(1.5))
+    assert value(frame, "exponent_gap_ed_gd_asymptotic") > 0.3
+    assert value(frame, "exponent_gap_ed_gd_asymptotic_t1") == pytest.approx(0.0, abs=1e-12)
+    assert verdict("S0.ed-matches-gd-asymptotics", frame) == "FAIL"
+    alternative = {"exponent_gap_ed_gd_asymptotic": "exponent_gap_ed_gd_asymptotic_t1"}
+    assert alternative_verdict("S0.ed-matches-gd-asymptotics", frame, alternative) == "PASS"
+    one_target = capacity_metrics_frame([r for r in two_target_capacity_rows(1.5) if r["target"] == 0.99])
+    assert "exponent_gap_ed_gd_asymptotic_t1" not in set(one_target.metric)  # no target 1: no metric
+
+
+def test_gd_cost_advantage_at_target_1_only_leaves_out_target_099():
+    """GD costs twice the encoder-decoder at target 0.99 (advantage 0.5, FAIL), a tenth at target 1 (10, PASS)."""
+    frame = capacity_metrics_frame(two_target_capacity_rows(1.0, gd_cheaper_t099=False))
+    assert value(frame, "gd_cost_advantage_min") == pytest.approx(0.5)
+    assert value(frame, "gd_cost_advantage_min_t1") == pytest.approx(10.0)
+    assert verdict("S0.gd-cheapest", frame) == "FAIL"
+    assert alternative_verdict("S0.gd-cheapest", frame, {"gd_cost_advantage_min": "gd_cost_advantage_min_t1"}) == "PASS"
+
+
+def test_the_ntk_cost_at_degree_2_only_reads_the_degree_2_rows():
+    """At F = 1,024 (2 seeds) the degree-1 NTK stores at 0.5x the encoder-decoder's W (the best degree:
+    ratio 0.5, FAIL); degree 2 stores at 3x (PASS), or not at all, read at its cap (a lower bound, 4x)."""
+    def rows(degree2_w: float | None) -> list[dict]:
+        out = []
+        for r in range(2):
+            out += [row("ed_gated", 1024, 1.0, r, 10_000, experiment="capacity"),
+                    row("ntk", 1024, 1.0, r, 5_000, degree=1.0, experiment="capacity"),
+                    row("ntk", 1024, 1.0, r, degree2_w, degree=2.0, experiment="capacity", cap=40_000)]
+        return out
+
+    def frame(degree2_w: float | None) -> pd.DataFrame:
+        capacity_all = tidy_table(rows(degree2_w))
+        table = best_degree_rows(capacity_all)
+        metrics = MetricsTable()
+        mlp_summary._capacity_metrics(table, mlp_summary.fits_table(table), 1.0, {"search": {"ntk_max_width": 1}}, metrics)
+        mlp_summary._ntk_degree2_cost_metrics(capacity_all, metrics)
+        return metrics.frame()
+
+    alternative = {"ntk_over_ed_largest_f": "ntk_over_ed_largest_f_degree2"}
+    stored = frame(30_000)
+    assert value(stored, "ntk_over_ed_largest_f") == pytest.approx(0.5)
+    assert value(stored, "ntk_over_ed_largest_f_degree2") == pytest.approx(3.0)
+    assert verdict("S0.ntk-costlier", stored) == "FAIL"
+    assert alternative_verdict("S0.ntk-costlier", stored, alternative) == "PASS"
+    assert value(frame(None), "ntk_over_ed_largest_f_degree2") == pytest.approx(4.0)
+    cheap = frame(2_000)  # degree 2 the cheaper: it is also the best degree, both read 0.2
+    assert value(cheap, "ntk_over_ed_largest_f") == value(cheap, "ntk_over_ed_largest_f_degree2") == pytest.approx(0.2)
+    metrics = MetricsTable()
+    mlp_summary._ntk_degree2_cost_metrics(tidy_table([r for r in rows(30_000) if r["degree"] != 2.0]), metrics)
+    assert metrics.frame().empty  # no degree-2 rows: no metric
 
 
 @pytest.mark.parametrize("n_facts, dim, code_size", [(40, 8, 3), (64, 16, 16), (100, 12, 5)])

@@ -504,3 +504,142 @@ def test_capacity_gain_where_neither_stores_is_read_at_the_cap_width():
                       pd.DataFrame([{"replicate": 0, "alpha": 0.2, "F": 100, "n_params": 100, "stored": True,
                                      "standalone_trained": 1.0}])], ignore_index=True)
     assert capacity_gains(rows, [0.2, 0.5]).iloc[0] == pytest.approx(1.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Declared alternatives the summary step evaluates (experiments/usability_summary.py)
+# ---------------------------------------------------------------------------------------------
+
+
+def _status_under(claim_id: str, values: dict[str, float], renamed: dict[str, str] | None = None) -> str:
+    """The claim's verdict on `values` (PASSING for every metric not given), its checks reading the
+    metrics `renamed` maps them to (factstore.robustness, same ranges)."""
+    from factstore.robustness import alternative_claim
+
+    claim = {claim["id"]: claim for claim in claims.load_registry(REPOSITORY / "config/claims.yaml")}[claim_id]
+    claim = alternative_claim(claim, {"metrics": renamed or {}})
+    values = PASSING | values
+    table = pd.DataFrame({"metric": list(values), "value": list(values.values()), "detail": ""})
+    return claims.evaluate_claim(claim, {claim["result"]: table}, "smoke")["status"]
+
+
+def test_capacity_gain_readings_of_the_declared_alternatives():
+    """exact: NaN unless both store; bound: NaN where neither stores; both the run's gain elsewhere."""
+    from factstore.experiments.usability_summary import capacity_gain_readings
+
+    def read(**kwargs):
+        return capacity_gain_readings(_whitening_rows(**kwargs), [0.5]).iloc[0]
+
+    both = read(stored_at_zero=True, moderate_params=2000)
+    assert both.gain == both.exact == both.bound == pytest.approx(2.0)
+    only_moderate = read(stored_at_zero=False, moderate_params=2000, recalled_at_zero=0.9)
+    assert only_moderate.bound == only_moderate.gain == pytest.approx(2.0) and math.isnan(only_moderate.exact)
+    only_zero = read(stored_at_zero=True, moderate_params=4000, moderate_stored=False, moderate_recalled=0.99)
+    assert only_zero.bound == only_zero.gain == 0.0 and math.isnan(only_zero.exact)
+    neither = read(stored_at_zero=False, moderate_params=4000, moderate_stored=False, recalled_at_zero=0.8,
+                   moderate_recalled=0.96)
+    assert neither.gain == pytest.approx(1.2) and math.isnan(neither.bound) and math.isnan(neither.exact)
+
+
+def _gain_family(kind: str, seeds: list[tuple[bool, int, bool, float]]) -> list[dict]:
+    """One (kind, ntk) whitening family: per seed (alpha = 0 stored, moderate alpha's n_params,
+    moderate stored, fraction each recalls at the cap); alpha = 0 and 1 at 4,000 parameters, F = 100;
+    usable at the moderate alpha, not at alpha = 1."""
+    rows = []
+    for replicate, (zero_stored, moderate_params, moderate_stored, recalled) in enumerate(seeds):
+        for alpha, params, stored in ((0.0, 4000, zero_stored), (0.2, moderate_params, moderate_stored), (1.0, 4000, True)):
+            rows.append({"kind": kind, "method": "ntk", "replicate": replicate, "alpha": alpha, "F": 100,
+                         "n_params": params, "stored": stored, "standalone_trained": 1.0 if stored else recalled,
+                         "facts_per_parameter": 100 / params if stored else 0.0,
+                         "fact_adaptive_max": 0.5 if alpha == 1.0 else 1.0,
+                         "value_fold": "inverse"})
+    return rows
+
+
+def test_capacity_gain_alternatives_can_flip_the_whitening_check():
+    """The run's reading passes (min over kinds 1.25); the exact ratio is NaN where alpha = 0 does
+    not store (fails); the bound alone is NaN where neither stores (fails), and equals the run's
+    reading where alpha = 0 or the moderate alpha stores (passes)."""
+    from factstore.experiments.usability_summary import beside, capacity_gain_alternatives
+    from factstore.usability.summary import whitening_metrics
+
+    synthetic = _gain_family("synthetic", [(True, 3200, True, 1.0), (True, 3200, True, 1.0)])  # gain 1.25 per seed
+    bound_only = pd.DataFrame(synthetic + _gain_family("real", [(False, 2000, True, 0.9), (True, 2500, True, 1.0)]))
+    at_cap = pd.DataFrame(synthetic + _gain_family("real", [(False, 4000, False, 0.9), (True, 2500, True, 1.0)]))
+    names = {"exact": "whitening_moderate_capacity_gain_min_exact", "bound": "whitening_moderate_capacity_gain_min_bound"}
+    for table, bound_passes in ((bound_only, True), (at_cap, False)):
+        metrics = beside(whitening_metrics(table), capacity_gain_alternatives(table))
+        order = [name for name, *_ in metrics]
+        assert order[order.index("whitening_moderate_capacity_gain_min") + 1:][:2] == list(names.values())
+        values = {name: value for name, value, _, _ in metrics}
+        assert values["whitening_moderate_capacity_gain_min"] == pytest.approx(1.25)
+        assert math.isnan(values[names["exact"]])
+        gain = "whitening_moderate_capacity_gain_min"
+        assert _status_under("S0.whitening-tradeoff", values) == "PASS"
+        assert _status_under("S0.whitening-tradeoff", values, {gain: names["exact"]}) == "FAIL"
+        assert _status_under("S0.whitening-tradeoff", values, {gain: names["bound"]}) == ("PASS" if bound_passes else "FAIL")
+    # where every row stores, the three readings agree
+    values = {name: value for _, (name, value, _, _) in capacity_gain_alternatives(pd.DataFrame(synthetic))}
+    assert values[names["exact"]] == values[names["bound"]] == pytest.approx(1.25)
+
+
+def _lipschitz_rows(kind: str, items: list[tuple[float, float, float, float]]) -> list[dict]:
+    """(lipschitz_relative, lipschitz, max fact-adaptive accuracy, standalone_swapped) per MLP."""
+    return [{"kind": kind, "method": "ntk", "lipschitz_relative": relative, "lipschitz": raw, "fact_adaptive_max": accuracy,
+             "standalone_swapped": swapped} for relative, raw, accuracy, swapped in items]
+
+
+def test_lipschitz_alternatives_can_flip_the_threshold_claim():
+    """Two whitening families on different scales, each failing only above its own threshold (the
+    run's reading passes). One threshold over both reads family b's usable MLPs above family a's;
+    without the RMS division the failing MLPs have the smallest L; the probes' family adds usable
+    MLPs above its own failing one; at the cut-offs 1.0 / 0.95 the failing MLPs (storing 0.995 of
+    their facts) are not storing, so no MLP fails: each reads another verdict."""
+    from factstore.experiments.usability_summary import beside, lipschitz_alternatives
+    from factstore.usability.summary import lipschitz_metrics
+
+    whitening = pd.DataFrame(
+        _lipschitz_rows("real", [(1, 10, 1.0, 1.0), (2, 20, 1.0, 1.0), (5, 1, 0.5, 0.995), (0.1, 0.1, 0.0, 0.5)])
+        + _lipschitz_rows("synthetic", [(100, 10, 1.0, 1.0), (200, 20, 1.0, 1.0), (300, 30, 1.0, 1.0), (500, 5, 0.2, 0.995)]))
+    probes = pd.DataFrame(_lipschitz_rows("spherical", [(0.5, 0.5, 0.3, 1.0), (1, 1, 1.0, 1.0), (2, 2, 1.0, 1.0),
+                                                        (3, 3, 1.0, 1.0), (4, 4, 1.0, 1.0), (0.1, 0.1, 0.0, 0.5)]))
+    mlps = pd.concat([probes, whitening], ignore_index=True)
+    metrics = beside(lipschitz_metrics(whitening, 0.99, "lipschitz_relative"),
+                     lipschitz_alternatives(whitening, mlps, 0.99, "lipschitz_relative"))
+    values = {name: value for name, value, _, _ in metrics}
+    assert values["lipschitz_usable_fraction_above"] == 0.0
+    assert values["lipschitz_fraction_below_threshold"] == pytest.approx(5 / 7)
+    assert _status_under("S0.lipschitz-threshold", values) == "PASS"
+
+    above, below, slope = "lipschitz_usable_fraction_above", "lipschitz_fraction_below_threshold", "lipschitz_logistic_slope"
+    # one threshold (5): above it 100, 200, 300 usable, 5 and 500 not
+    assert values["lipschitz_usable_fraction_above_one_threshold"] == pytest.approx(3 / 5)
+    assert values["lipschitz_fraction_below_threshold_one_threshold"] == pytest.approx(2 / 7)
+    # without the RMS division each family's failing MLP has its smallest L: every MLP above
+    assert values["lipschitz_usable_fraction_above_unnormalised"] == pytest.approx(5 / 7)
+    assert values["lipschitz_fraction_below_threshold_unnormalised"] == 0.0
+    assert values["lipschitz_logistic_slope_unnormalised"] > 0
+    # with the probes: their family's threshold is 0.5, its 4 usable MLPs above it
+    assert values["lipschitz_usable_fraction_above_with_probes"] == pytest.approx(4 / 7)
+    assert values["lipschitz_fraction_below_threshold_with_probes"] == pytest.approx(5 / 12)
+    # cut-offs 1.0 / 0.95: the two failing MLPs are not storing, no MLP fails (NaN), all below
+    assert math.isnan(values["lipschitz_usable_fraction_above_all_stored_usable95"])
+    assert values["lipschitz_fraction_below_threshold_all_stored_usable95"] == 1.0
+    for suffix, renamed in (
+            ("one_threshold", {above: "lipschitz_usable_fraction_above_one_threshold",
+                               below: "lipschitz_fraction_below_threshold_one_threshold"}),
+            ("unnormalised", {above: "lipschitz_usable_fraction_above_unnormalised",
+                              below: "lipschitz_fraction_below_threshold_unnormalised",
+                              slope: "lipschitz_logistic_slope_unnormalised"}),
+            ("with_probes", {above: "lipschitz_usable_fraction_above_with_probes",
+                             below: "lipschitz_fraction_below_threshold_with_probes",
+                             slope: "lipschitz_logistic_slope_with_probes"}),
+            ("all_stored_usable95", {above: "lipschitz_usable_fraction_above_all_stored_usable95",
+                                     below: "lipschitz_fraction_below_threshold_all_stored_usable95",
+                                     slope: "lipschitz_logistic_slope_all_stored_usable95"})):
+        assert _status_under("S0.lipschitz-threshold", values, renamed) == "FAIL", suffix
+    # each alternative follows the metric it is the alternative of
+    order = [name for name, *_ in metrics]
+    assert order[order.index(slope) + 1:order.index("lipschitz_logistic_threshold")] == [
+        "lipschitz_logistic_slope_unnormalised", "lipschitz_logistic_slope_with_probes",
+        "lipschitz_logistic_slope_all_stored_usable95"]

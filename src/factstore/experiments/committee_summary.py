@@ -71,6 +71,20 @@ def cover_capacity(n: int) -> float:
     return first_crossing_below(counts / n, fractions, 0.5)
 
 
+def fc_spread_of_solver(fc: pd.DataFrame, solver: str) -> tuple[float, str]:
+    """(max / min over depths of one solver's CpW, detail) on the fully connected capacity rows `fc`:
+    the depth check's ratio read with that solver alone (e.g. back-propagation, the paper's solver)
+    instead of the best solver per depth. NaN, as for the best solver's ratio, unless the solver has a
+    finite CpW at every depth of `fc` and there are at least two depths."""
+    depths = sorted(fc.hidden_layers.unique())
+    own = fc[fc.solver == solver].groupby("hidden_layers").cpw.max()
+    values = {layers: float(own.get(layers, math.nan)) for layers in depths}
+    finite = [v for v in values.values() if np.isfinite(v)]
+    spread = max(finite) / min(finite) if len(finite) == len(values) and len(finite) >= 2 else math.nan
+    detail = f"fully connected, {solver} alone per depth: " + "; ".join(f"{layers} layers: {v:.3g}" for layers, v in values.items())
+    return spread, detail
+
+
 def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Fractions, capacities, extrapolations and the metrics of the S3 claims.
 
@@ -221,6 +235,10 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     spread = max(finite_fc) / min(finite_fc) if len(finite_fc) == len(fc_values) and len(finite_fc) >= 2 else math.nan
     metrics.add("depth_fc_ratio_max_over_min", spread,
                 f"fully connected, 1-{len(fc_values)} hidden layers, the best solver's certified lower bound per depth: {fc_detail}")
+    # The same ratio with back-propagation alone (the paper's solver), not the best solver per depth.
+    backprop_spread, backprop_detail = fc_spread_of_solver(fc, "backprop")
+    metrics.add("depth_fc_backprop_ratio_max_over_min", backprop_spread,
+                f"{backprop_detail} (the alternative to the best solver per depth)")
 
     # Many outputs: three readings of the power law in O (the check is on acc - 1/2, as SPEC names).
     outputs_table = read_table(inputs["multi_output"])

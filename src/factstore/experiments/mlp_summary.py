@@ -43,6 +43,16 @@ BREAK_METRICS = {"ntk": ("ntk_break_kappa", "ntk_stored_fraction_kappa1"),
                  "ntk_ustar": ("ntk_ustar_break_kappa", "ntk_ustar_stored_fraction_kappa1")}
 # NTK method -> name of its break kappa at a fixed parameter budget (a multiple of its kappa = 1 cost).
 BUDGET_BREAK_METRICS = {"ntk": "ntk_break_kappa_budget", "ntk_ustar": "ntk_ustar_break_kappa_budget"}
+ALTERNATIVE_BREAK_WIDTH_BUDGET = 3.0
+"""S0.ntk-anisotropy-breaks' declared alternative budget: the break within 3x (not 2x) the kappa = 1 cost."""
+# NTK method -> names of S0.ntk-anisotropy-breaks' alternatives that the d = 128 sweep's rows answer
+# (_break_alternative_metrics): its break within ALTERNATIVE_BREAK_WIDTH_BUDGET x its kappa = 1 cost at
+# the break F, and its stored fraction at kappa = 1 and its break (the main budget) at the next smaller F.
+BREAK_ALTERNATIVE_METRICS = {
+    "ntk": ("ntk_break_kappa_budget_3x", "ntk_stored_fraction_kappa1_smaller_f", "ntk_break_kappa_budget_smaller_f"),
+    "ntk_ustar": ("ntk_ustar_break_kappa_budget_3x", "ntk_ustar_stored_fraction_kappa1_smaller_f",
+                  "ntk_ustar_break_kappa_budget_smaller_f"),
+}
 # method -> names of its stored fraction and cost ratio across the kappa sweep (S0.others-robust).
 ROBUST_METRICS = {
     "gd_gated": ("robust_stored_fraction_gd_gated", "robust_cost_ratio_gd_gated"),
@@ -165,6 +175,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     metrics = MetricsTable()
     bits_assumed = params["bits_per_parameter_assumed"]
     _capacity_metrics(capacity_table, fits, params["main_target"], params, metrics)
+    _ntk_degree2_cost_metrics(capacity_all, metrics)  # beside ntk_over_ed_largest_f, the last capacity metric
     _ntk_degree_metrics(regime_table, params, metrics)
     _ntk_degree_metrics(capacity_all, params, metrics, NTK_STORES_METRICS_CAPACITY_SWEEP, " (reported)")
     # S0.info-bound: every measured count (every experiment and NTK degree) against the 2-bits-per-
@@ -180,7 +191,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
                        ntk_metrics=RenamedMetrics(metrics, ANISOTROPY_SWEEP_SUFFIX, f" (the d = {sweep_d} sweep; reported)"))
     if len(anisotropy_regime_table):  # every method runs every F there: the break reads the largest
         ntk_anisotropy_metrics(best_degree_rows(anisotropy_regime_table), int(anisotropy_regime_table.F.max()), metrics,
-                               params["break_width_budget"])
+                               params["break_width_budget"], alternatives=True)
     _robust_regime_metrics(robust_table, metrics)
     _whitening_metrics(best_degree_rows(whitening_table), metrics)
     whitening_regime_metrics(best_degree_rows(whitening_regime_table), metrics)
@@ -286,6 +297,10 @@ def _capacity_metrics(table: pd.DataFrame, fits: pd.DataFrame, main_target: floa
         gaps = [abs(exponents["ed_gated", t] - exponents["gd_gated", t]) for t in sorted(pair.target.unique())]
         metrics.add("exponent_gap_ed_gd_asymptotic", max(gaps) if all(map(math.isfinite, gaps)) else math.nan,
                     f"max over targets of |exponent(ed_gated) - exponent(gd_gated)| {note}")
+        if ("ed_gated", 1.0) in exponents:  # S0.ed-matches-gd-asymptotics' alternative: target 1.0 only
+            gap = abs(exponents["ed_gated", 1.0] - exponents["gd_gated", 1.0])
+            metrics.add("exponent_gap_ed_gd_asymptotic_t1", gap if math.isfinite(gap) else math.nan,
+                        f"|exponent(ed_gated) - exponent(gd_gated)| at target 1 only (not the max over targets) {note}")
     # S0.gd-cheapest: the cheapest trained MLP vs the cheapest construction at every (F, target).
     trained = [m for m in means.method.unique() if METHODS[m].search == "trained"]
     built = [m for m in means.method.unique() if METHODS[m].search != "trained"]
@@ -297,7 +312,26 @@ def _capacity_metrics(table: pd.DataFrame, fits: pd.DataFrame, main_target: floa
             metrics.add("gd_cost_advantage_min", advantage.min(),
                         f"min over (target, F) of min construction W / min GD W; {len(advantage)} points, worst at "
                         f"target {float(target):g}, F = {int(n_facts)}")
+            _gd_cost_advantage_full_target(advantage, metrics)
     # S0.ntk-costlier: NTK vs the gated encoder-decoder at the largest F.
+    ratios = ntk_over_ed_ratios(means, largest_f)
+    if ratios:
+        metrics.add("ntk_over_ed_largest_f", min(ratios), f"min over targets of W(ntk) / W(ed_gated) at F = {largest_f} "
+                    "(NTK at its cap if it did not store: a lower bound)")
+
+
+def _gd_cost_advantage_full_target(advantage: pd.Series, metrics: MetricsTable) -> None:
+    """S0.gd-cheapest's alternative 'targets compared: 1.0 only': gd_cost_advantage_min's minimum
+    (min construction W / min GD W, indexed by (target, F)) over the F at target 1.0 alone."""
+    full = advantage[advantage.index.get_level_values("target") == 1.0]
+    if len(full):
+        metrics.add("gd_cost_advantage_min_t1", full.min(),
+                    f"the same minimum over F at target 1 only; {len(full)} points, worst at F = {int(full.idxmin()[1])}")
+
+
+def ntk_over_ed_ratios(means: pd.DataFrame, largest_f: int) -> list[float]:
+    """Per target, W(ntk) / W(ed_gated) at F = largest_f from seed means (seed_means by method,
+    target, F), the NTK at its width cap where it did not store (a lower bound); S0.ntk-costlier."""
     ratios = []
     for target in sorted(means.target.unique()):
         here = means[(means.F == largest_f) & (means.target == target)].set_index("method")
@@ -305,9 +339,22 @@ def _capacity_metrics(table: pd.DataFrame, fits: pd.DataFrame, main_target: floa
             ntk_row = here.loc["ntk"]
             ntk_params = ntk_row.n_params if ntk_row.stored else ntk_row.params_at_cap  # a lower bound
             ratios.append(ntk_params / here.loc["ed_gated"].n_params)
+    return ratios
+
+
+def _ntk_degree2_cost_metrics(capacity_all: pd.DataFrame, metrics: MetricsTable) -> None:
+    """S0.ntk-costlier's alternative 'NTK Hermite degree: degree 2 only': ntk_over_ed_largest_f with
+    the NTK's degree-2 rows in every setting instead of its best degree (every degree's rows are in
+    the capacity tables); nothing when the sweep ran no degree 2."""
+    table = capacity_all[(capacity_all.method != "ntk") | (capacity_all.degree == 2)]
+    if not (table.method == "ntk").any():
+        return
+    largest_f = int(table.F.max())
+    ratios = ntk_over_ed_ratios(seed_means(table, ["method", "target", "F"]), largest_f)
     if ratios:
-        metrics.add("ntk_over_ed_largest_f", min(ratios), f"min over targets of W(ntk) / W(ed_gated) at F = {largest_f} "
-                    "(NTK at its cap if it did not store: a lower bound)")
+        metrics.add("ntk_over_ed_largest_f_degree2", min(ratios),
+                    f"min over targets of W(ntk, Hermite degree 2) / W(ed_gated) at F = {largest_f} (NTK at its cap if "
+                    "it did not store: a lower bound); ntk_over_ed_largest_f reads the best degree per setting")
 
 
 def _ntk_degree_metrics(table: pd.DataFrame, params: dict, metrics: MetricsTable,
@@ -369,10 +416,11 @@ def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: Metr
 
 
 def ntk_anisotropy_metrics(table: pd.DataFrame, break_facts: int, metrics: MetricsTable | RenamedMetrics,
-                           budget_multiple: float = 2.0) -> None:
+                           budget_multiple: float = 2.0, alternatives: bool = False) -> None:
     """S0.ntk-anisotropy-breaks and S0.ntk-ustar-gain of one kappa sweep (the best NTK degree per
     setting already chosen): the NTK's and NTK + U*'s break at F = break_facts (at the width cap and
-    at a fixed budget, budget_break_kappa) and the U* gain over every (kappa > 1, F)."""
+    at a fixed budget, budget_break_kappa) and the U* gain over every (kappa > 1, F). alternatives:
+    also the break's declared alternatives (_break_alternative_metrics; the checked sweep only)."""
     at_break = table[(table.F == break_facts) & table.method.isin(list(BREAK_METRICS))]
     if at_break.empty:
         return
@@ -395,11 +443,38 @@ def ntk_anisotropy_metrics(table: pd.DataFrame, break_facts: int, metrics: Metri
                     f"smallest kappa where {METHODS[method].label} stores within a fixed budget of {budget_multiple:g} x its "
                     f"kappa = 1 cost (W <= {budget:.4g}) in at most half the seeds (NaN: within budget up to the top of the "
                     f"sweep, or kappa = 1 not stored); F = {break_facts}, {setting}")
+        if alternatives:
+            _break_alternative_metrics(table[table.method == method], method, break_facts, metrics, budget_multiple)
     if "ntk" in set(at_break.method):
         best = at_break[at_break.method == "ntk"].groupby("kappa").best_accuracy.mean()
         metrics.add("ntk_best_accuracy_max_kappa", best.iloc[-1],
                     f"mean best accuracy of the NTK within its width cap at kappa = {best.index[-1]:g}, F = {break_facts}")
     _ustar_gain_metrics(table, metrics)
+
+
+def _break_alternative_metrics(rows: pd.DataFrame, method: str, break_facts: int, metrics: MetricsTable,
+                               budget_multiple: float) -> None:
+    """S0.ntk-anisotropy-breaks' declared alternatives that one NTK method's rows of the sweep answer
+    (names: BREAK_ALTERNATIVE_METRICS), each read as its check reads the main sweep: the break at
+    F = break_facts within ALTERNATIVE_BREAK_WIDTH_BUDGET x the kappa = 1 cost, and the fraction of
+    seeds stored at kappa = 1 and the break within budget_multiple x at the sweep's next smaller F
+    (none when the sweep has no smaller F)."""
+    budget_name, kappa1_name, smaller_name = BREAK_ALTERNATIVE_METRICS[method]
+    label = METHODS[method].label
+    kappa, budget = budget_break_kappa(rows[rows.F == break_facts], ALTERNATIVE_BREAK_WIDTH_BUDGET)
+    metrics.add(budget_name, kappa,
+                f"the break of {BUDGET_BREAK_METRICS[method]} within {ALTERNATIVE_BREAK_WIDTH_BUDGET:g} x (not "
+                f"{budget_multiple:g} x) {label}'s kappa = 1 cost (W <= {budget:.4g}); F = {break_facts}")
+    smaller = sorted(int(f) for f in rows.F.unique() if f < break_facts)
+    if not smaller:
+        return
+    at_smaller = rows[rows.F == smaller[-1]]
+    metrics.add(kappa1_name, at_smaller.groupby("kappa").stored.mean().get(1.0, math.nan),
+                f"fraction of seeds stored by {label} at kappa = 1 at the next smaller F = {smaller[-1]} (not {break_facts})")
+    kappa, budget = budget_break_kappa(at_smaller, budget_multiple)
+    metrics.add(smaller_name, kappa,
+                f"the break of {BUDGET_BREAK_METRICS[method]} (within {budget_multiple:g} x the kappa = 1 cost, W <= "
+                f"{budget:.4g}) read at the next smaller F = {smaller[-1]} (not {break_facts})")
 
 
 class RenamedMetrics:

@@ -1,10 +1,17 @@
 """Summary step of the usability study (SPEC S0 "Usability inside a Transformer"): the rule calls
 it as `usability_summary.summary`. Its own module, so that the capacity and whitening steps
 (experiments/usability.py) do not depend on the metrics' code: editing a metric reruns only this
-step and what reads its tables."""
+step and what reads its tables.
+
+Beside the claims' metrics (factstore.usability.summary) it writes the value a check would read
+under a declared alternative of config/claims.yaml that the same tables answer (the capacity
+gain's readings where a row does not store within the width cap; the Lipschitz threshold with
+another estimate, location, pool or cut-offs), each right after the metric it is the alternative
+of, so the claims report reads the check again, same range (factstore.robustness)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +20,24 @@ from factstore.io import concat_tables
 from factstore.metrics import MetricsTable
 from factstore.mlp.results import of_degree
 from factstore.usability import summary as measures
+
+ALTERNATIVE_STORING, ALTERNATIVE_USABLE = 1.0, 0.95
+"""The declared alternative cut-offs of S0.lipschitz-threshold: storing = the swapped MLP recalls
+every fact on its own (the whitening MLPs' own target); usable = max fact-adaptive accuracy >= 0.95."""
+
+
+# S0.lipschitz-threshold's checked metric -> its name under each declared alternative the tables answer.
+UNNORMALISED = {"lipschitz_usable_fraction_above": "lipschitz_usable_fraction_above_unnormalised",
+                "lipschitz_fraction_below_threshold": "lipschitz_fraction_below_threshold_unnormalised",
+                "lipschitz_logistic_slope": "lipschitz_logistic_slope_unnormalised"}
+ONE_THRESHOLD = {"lipschitz_usable_fraction_above": "lipschitz_usable_fraction_above_one_threshold",
+                 "lipschitz_fraction_below_threshold": "lipschitz_fraction_below_threshold_one_threshold"}
+WITH_PROBES = {"lipschitz_usable_fraction_above": "lipschitz_usable_fraction_above_with_probes",
+               "lipschitz_fraction_below_threshold": "lipschitz_fraction_below_threshold_with_probes",
+               "lipschitz_logistic_slope": "lipschitz_logistic_slope_with_probes"}
+CUT_OFFS = {"lipschitz_usable_fraction_above": "lipschitz_usable_fraction_above_all_stored_usable95",
+            "lipschitz_fraction_below_threshold": "lipschitz_fraction_below_threshold_all_stored_usable95",
+            "lipschitz_logistic_slope": "lipschitz_logistic_slope_all_stored_usable95"}
 
 
 def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
@@ -29,8 +54,115 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     usable = measures.usable_table(capacity_table, standalone[of_degree(standalone, params["ntk_degree"])], target)
     mlps = pd.concat([probes, whitening_table], ignore_index=True)
     metrics = MetricsTable()
-    for name, value, detail, error in (measures.usable_metrics(capacity_table, usable, probes, target)
-                                       + measures.whitening_metrics(whitening_table)
-                                       + measures.lipschitz_metrics(whitening_table, target, params["lipschitz_on"])):
+    computed = (measures.usable_metrics(capacity_table, usable, probes, target)
+                + measures.whitening_metrics(whitening_table)
+                + measures.lipschitz_metrics(whitening_table, target, params["lipschitz_on"]))
+    alternatives = (capacity_gain_alternatives(whitening_table)
+                    + lipschitz_alternatives(whitening_table, mlps, target, params["lipschitz_on"]))
+    for name, value, detail, error in beside(computed, alternatives):
         metrics.add(name, value, detail, standard_error=error)
     return {"usable": usable, "mlps": mlps, "metrics": metrics.frame()}
+
+
+def beside(metrics: list[measures.Metric], alternatives: list[tuple[str, measures.Metric]]) -> list[measures.Metric]:
+    """`metrics` in their order, each followed by its alternatives ((name of the metric it is the
+    alternative of, metric) pairs, in their order); an alternative whose metric is absent last."""
+    placed, names = [], {metric[0] for metric in metrics}
+    for metric in metrics:
+        placed += [metric] + [alternative for of, alternative in alternatives if of == metric[0]]
+    return placed + [alternative for of, alternative in alternatives if of not in names]
+
+
+def capacity_gain_readings(rows: pd.DataFrame, moderate_alphas: list[float]) -> pd.DataFrame:
+    """Per seed (index replicate), the capacity gain of one (kind, method)'s whitening rows under
+    the run's reading and the two declared alternatives of S0.whitening-tradeoff's choice "capacity
+    gain where a row does not store within the width cap":
+
+    - gain: the run's reading (measures.capacity_gains);
+    - exact: the exact F / W ratio of the worse moderate alpha over alpha = 0, NaN where alpha = 0
+      or a moderate alpha does not store within the cap (the pre-result reading);
+    - bound: the certified lower bound only, NaN where neither stores (the 2026-12-02 reading;
+      0 where only alpha = 0 stores, as the run's reading).
+    Where every row stores the three agree; they differ only in the cases the cap leaves open."""
+    rows = rows.assign(stored=rows.stored.astype(bool))
+    gain = measures.capacity_gains(rows, moderate_alphas)
+    zero_stored = rows[rows.alpha == 0.0].groupby("replicate").stored.all().reindex(gain.index)
+    moderate_stored = rows[rows.alpha.isin(moderate_alphas)].groupby("replicate").stored.all().reindex(gain.index)
+    return pd.DataFrame({"gain": gain, "exact": gain.where(zero_stored & moderate_stored),
+                         "bound": gain.where(zero_stored | moderate_stored)})
+
+
+def _least_seed_mean(per_family: list[pd.Series]) -> tuple[float, float]:
+    """(min over families of the seed mean, its standard error over seeds), as the run's gain
+    metric reads it: NaN when there is no family, or a family's mean is NaN (a NaN seed)."""
+    means = [(float(seeds.mean(skipna=False)), measures.standard_error(seeds)) for seeds in per_family]
+    if not means or any(math.isnan(value) for value, _ in means):
+        return math.nan, math.nan
+    return min(means, key=lambda pair: pair[0])
+
+
+def capacity_gain_alternatives(table: pd.DataFrame) -> list[tuple[str, measures.Metric]]:
+    """whitening_moderate_capacity_gain_min under its two declared alternative readings, over the
+    (kind, method) families whitening_metrics reads (a moderate alpha, alpha = 0 and alpha = 1
+    present): the same min over families of the seed mean, only the per-seed reading differs."""
+    if table.empty:
+        return []
+    exact, bound = [], []
+    for _, rows in table.groupby(["kind", "method"]):
+        alphas = set(rows.alpha)
+        present = [alpha for alpha in measures.MODERATE_ALPHAS if alpha in alphas]
+        if not present or 1.0 not in alphas or 0.0 not in alphas:
+            continue
+        readings = capacity_gain_readings(rows, present)
+        exact.append(readings.exact)
+        bound.append(readings.bound)
+    (exact_min, exact_error), (bound_min, bound_error) = _least_seed_mean(exact), _least_seed_mean(bound)
+    return [
+        ("whitening_moderate_capacity_gain_min", (
+            "whitening_moderate_capacity_gain_min_exact", exact_min,
+            "alternative of whitening_moderate_capacity_gain_min (the pre-result reading): min over (kind, method) of "
+            "the seed mean of the exact F / W ratio of the worse moderate alpha over alpha = 0, NaN where either does "
+            "not store within the width cap", exact_error)),
+        ("whitening_moderate_capacity_gain_min", (
+            "whitening_moderate_capacity_gain_min_bound", bound_min,
+            "alternative of whitening_moderate_capacity_gain_min (the 2026-12-02 reading): the certified lower bound "
+            "only, as the run's reading where alpha = 0 or every moderate alpha stores within the width cap, NaN where "
+            "neither stores", bound_error)),
+    ]
+
+
+def _renamed(metrics: list[measures.Metric], names: dict[str, str], reading: str) -> list[tuple[str, measures.Metric]]:
+    """(run's name, metric under its alternative name) for each metric `names` maps, its detail
+    led by the alternative's `reading`."""
+    found = {name: (value, detail, error) for name, value, detail, error in metrics}
+    return [(name, (alternative, found[name][0], f"{reading}; {found[name][1]}", found[name][2]))
+            for name, alternative in names.items()]
+
+
+def lipschitz_alternatives(whitening_table: pd.DataFrame, mlps: pd.DataFrame, target: float,
+                           column: str) -> list[tuple[str, measures.Metric]]:
+    """S0.lipschitz-threshold's checked metrics under its declared alternatives that the tables
+    answer, each one departure from the run's reading (measures.lipschitz_metrics):
+
+    - Lipschitz estimate: the tangent-space Jacobian's norm without dividing by the RMS output
+      norm (the `lipschitz` column);
+    - threshold location: one threshold over the storing whitening MLPs pooled, not one per
+      (kind, method) family (the logistic slope is pooled either way: unchanged);
+    - pool: the capacity probes' MLPs (their own (kind, method) families) with the whitening MLPs;
+    - cut-offs: storing = recalls every fact on its own, usable = max fact-adaptive accuracy >= 0.95.
+    """
+    if whitening_table.empty:
+        return []
+    unnormalised = measures.lipschitz_metrics(whitening_table, target, "lipschitz")
+    one_threshold = measures.lipschitz_metrics(whitening_table.assign(kind="all", method="all"), target, column)
+    with_probes = measures.lipschitz_metrics(mlps, target, column)
+    strict = whitening_table[whitening_table.standalone_swapped >= ALTERNATIVE_STORING]
+    cut_offs = measures.lipschitz_metrics(strict, ALTERNATIVE_USABLE, column)
+    return (_renamed(unnormalised, UNNORMALISED, "alternative Lipschitz estimate: lipschitz, not divided by the RMS "
+                     "output norm")
+            + _renamed(one_threshold, ONE_THRESHOLD, "alternative location: one threshold over every storing "
+                       "whitening MLP pooled (kind and method 'all')")
+            + _renamed(with_probes, WITH_PROBES, "alternative pool: the capacity probes' MLPs (kind 'spherical', a "
+                       "family per method) with the whitening MLPs")
+            + _renamed(cut_offs, CUT_OFFS, f"alternative cut-offs: storing = standalone_swapped >= "
+                       f"{ALTERNATIVE_STORING:g} (every fact), usable = max fact-adaptive accuracy >= {ALTERNATIVE_USABLE:g}"))
