@@ -46,7 +46,7 @@ def test_resampling_that_flips_the_verdict_makes_it_fragile():
     assert 0.6 < frequency < 0.8  # P(N(0.96, 0.02) >= 0.95) = 0.69
     assert record["robustness"]["class"] == "fragile"
     assert claims_report.status_text(record) == "PASS, fragile"
-    assert claims_report.robustness_text(record) == f"fragile: {100 * frequency:.0f}% of resamples"
+    assert claims_report.robustness_text(record) == f"fragile: {100 * frequency:.1f}% of resamples"
 
 
 def test_a_verdict_that_neither_flips_is_robust():

@@ -82,7 +82,8 @@ def robustness_line(records: list[Record]) -> str:
 
 
 def _percent(frequency: float) -> str:
-    return f"{100 * frequency:.0f}%" if frequency < 0.995 or frequency == 1 else ">99%"
+    """'100%', or one decimal below it: 94.9% must not read as the 95% a robust verdict needs."""
+    return "100%" if frequency == 1 else f"{100 * frequency:.1f}%"
 
 
 def robustness_text(record: Record) -> str:
