@@ -4,6 +4,8 @@ the registry refuses a malformed choice."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 from hypothesis import given, strategies as st
@@ -46,7 +48,8 @@ def test_resampling_that_flips_the_verdict_makes_it_fragile():
     assert 0.6 < frequency < 0.8  # P(N(0.96, 0.02) >= 0.95) = 0.69
     assert record["robustness"]["class"] == "fragile"
     assert claims_report.status_text(record) == "PASS, fragile"
-    assert claims_report.robustness_text(record) == f"fragile: {100 * frequency:.1f}% of resamples"
+    assert claims_report.robustness_text(record) == f"fragile: {math.floor(1000 * frequency) / 10:.1f}% of resamples"
+    assert claims_report._percent(0.94995) == "94.9%" and claims_report._percent(1.0) == "100%"
 
 
 def test_a_verdict_that_neither_flips_is_robust():

@@ -82,8 +82,8 @@ def robustness_line(records: list[Record]) -> str:
 
 
 def _percent(frequency: float) -> str:
-    """'100%', or one decimal below it: 94.9% must not read as the 95% a robust verdict needs."""
-    return "100%" if frequency == 1 else f"{100 * frequency:.1f}%"
+    """'100%', or one decimal rounded down: 94.96% must not read as the 95% a robust verdict needs."""
+    return "100%" if frequency == 1 else f"{math.floor(1000 * frequency) / 10:.1f}%"
 
 
 def robustness_text(record: Record) -> str:
