@@ -14,7 +14,7 @@ CPU capability, oneDNN's maximal ISA, OpenBLAS's core type, numpy's dispatch). A
 user has set already is kept: that is how a test forces a narrower host, and how a user chooses
 another path. Setting FACTSTORE_NATIVE_KERNELS=1 skips the pin: each library then takes the
 fastest kernels of the host, and results may differ from another host's in their last bits
-(docs/reliability.md measures the cost of the pin).
+(docs/performance.md measures what the pin costs).
 
 The switches are read when a library loads, so the pin is called by the step runner
 (`python -m factstore`) before it imports numpy or torch; in a process that has loaded them
@@ -40,6 +40,7 @@ AVX2_PATH = {
 # The switches that make a host with AVX-512 compute as a host with AVX2 alone would: what a
 # test sets to check that the pinned path is the same on both (MKL and oneDNN see no AVX-512).
 AVX2_ONLY_HOST = AVX2_PATH | {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+
 
 def pin_cpu_kernels(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Set every switch of AVX2_PATH that `environ` (default os.environ) does not set already,
@@ -68,4 +69,3 @@ def kernel_path_record(environ: MutableMapping[str, str] | None = None) -> dict[
     else:
         path = "custom"
     return {"path": path, "switches": switches}
-
