@@ -5,9 +5,11 @@ the registry refuses a malformed choice."""
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
+import yaml
 from hypothesis import given, strategies as st
 
 from factstore import claims, claims_report, robustness
@@ -105,8 +107,6 @@ def test_the_frequency_is_the_share_of_draws_that_give_the_verdict_again(value, 
 ])
 def test_a_malformed_choice_is_refused_naming_the_claim(tmp_path, choice, problem):
     registry = tmp_path / "claims.yaml"
-    import yaml
-
     registry.write_text(yaml.safe_dump([_claim(choices=[choice])]))
     with pytest.raises(claims.ClaimsError, match=f"claim S9.probe: .*{problem}"):
         claims.load_registry(registry)
@@ -128,8 +128,6 @@ def test_a_verdict_nothing_could_probe_is_not_called_robust():
 
 def test_each_study_method_note_lists_its_claims_declared_choices():
     """docs/methods/<study>.md's 'Declared choices' table has a row for every choice of its claims."""
-    import re
-
     for claim in claims.load_registry(REPOSITORY / "config/claims.yaml"):
         study = re.fullmatch(r"results/(\w+)/metrics\.csv", claim["result"]).group(1)
         note = (REPOSITORY / "docs" / "methods" / f"{study}.md").read_text()
