@@ -125,7 +125,7 @@ def capacity_gain_alternatives(table: pd.DataFrame) -> list[tuple[str, measures.
             "not store within the width cap", exact_error)),
         ("whitening_moderate_capacity_gain_min", (
             "whitening_moderate_capacity_gain_min_bound", bound_min,
-            "alternative of whitening_moderate_capacity_gain_min (the 2026-12-02 reading): the certified lower bound "
+            "alternative of whitening_moderate_capacity_gain_min (the earlier reading): the certified lower bound "
             "only, as the run's reading where alpha = 0 or every moderate alpha stores within the width cap, NaN where "
             "neither stores", bound_error)),
     ]
