@@ -310,15 +310,26 @@ def with_warnings(record: dict[str, Any], messages: list[str]) -> dict[str, Any]
     return record | {"warnings": messages, "note": "; ".join(filter(None, [record.get("note", ""), shown]))}
 
 
-def evaluate(claims: list[dict], metric_files: dict[str, str | Path], run_scale: str,
-             warnings: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
-    """Evaluate every claim; metric_files maps a claim's `result` (results/<study>/metrics.csv) to
-    the file of this run that holds it. Files that do not exist leave their claims NOT RUN.
+def read_metrics(metric_files: dict[str, str | Path]) -> dict[str, pd.DataFrame]:
+    """{result: its metrics table} for each of `metric_files` (a claim's `result` -> this run's
+    file) that exists; a missing file leaves its claims NOT RUN."""
+    return {result: pd.read_csv(path) for result, path in metric_files.items() if Path(path).exists()}
+
+
+def evaluate_tables(claims: list[dict], metrics: dict[str, pd.DataFrame], run_scale: str,
+                    warnings: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+    """Evaluate every claim on the metrics tables of `read_metrics`.
     warnings: result -> the ResultWarnings of the steps that made that study's results."""
-    metrics = {result: pd.read_csv(path) for result, path in metric_files.items() if Path(path).exists()}
     records = [evaluate_claim(claim, metrics, run_scale) for claim in claims]
     return [with_warnings(record, (warnings or {}).get(record["result"], []) if record["status"] != "NOT RUN" else [])
             for record in records]
+
+
+def evaluate(claims: list[dict], metric_files: dict[str, str | Path], run_scale: str,
+             warnings: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+    """Evaluate every claim; metric_files maps a claim's `result` (results/<study>/metrics.csv) to
+    the file of this run that holds it (`read_metrics`, then `evaluate_tables`)."""
+    return evaluate_tables(claims, read_metrics(metric_files), run_scale, warnings)
 
 
 def study_warnings(metrics_file: str | Path) -> list[str]:

@@ -42,6 +42,11 @@ AVX2_PATH = {
 AVX2_ONLY_HOST = AVX2_PATH | {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
+def opted_out(environ: MutableMapping[str, str]) -> bool:
+    """Whether FACTSTORE_NATIVE_KERNELS asks for the host's own kernels (any value but '' or '0')."""
+    return environ.get(OPT_OUT, "0") not in ("0", "")
+
+
 def pin_cpu_kernels(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Set every switch of AVX2_PATH that `environ` (default os.environ) does not set already,
     unless FACTSTORE_NATIVE_KERNELS=1; return the switches in force, {name: value}.
@@ -49,7 +54,7 @@ def pin_cpu_kernels(environ: MutableMapping[str, str] | None = None) -> dict[str
     Called before torch or numpy loads; `kernel_path_record` says afterwards what was in force.
     """
     environ = os.environ if environ is None else environ
-    if environ.get(OPT_OUT, "0") not in ("0", ""):
+    if opted_out(environ):
         return {}
     for name, value in AVX2_PATH.items():
         environ.setdefault(name, value)
@@ -62,7 +67,7 @@ def kernel_path_record(environ: MutableMapping[str, str] | None = None) -> dict[
     (some switch set otherwise), with the switches in force."""
     environ = os.environ if environ is None else environ
     switches = {name: environ[name] for name in AVX2_ONLY_HOST if name in environ}
-    if environ.get(OPT_OUT, "0") not in ("0", ""):
+    if opted_out(environ):
         path = "native"
     elif all(switches.get(name) == value for name, value in AVX2_PATH.items()):
         path = "pinned"

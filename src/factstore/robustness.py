@@ -22,7 +22,6 @@ hold) and NOT RUN.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -123,7 +122,7 @@ def assess(claim: dict, record: dict, metrics: dict[str, pd.DataFrame], run_scal
                                     "alternatives": alternatives, "resampling": resampling}}
 
 
-def assess_all(claims: list[dict], records: list[dict], metric_files: dict[str, Any], run_scale: str) -> list[dict]:
-    """`assess` for every record of `factstore.claims.evaluate` (same order as `claims`)."""
-    metrics = {result: pd.read_csv(path) for result, path in metric_files.items() if Path(path).exists()}
+def assess_all(claims: list[dict], records: list[dict], metrics: dict[str, pd.DataFrame], run_scale: str) -> list[dict]:
+    """`assess` for every record of `factstore.claims.evaluate_tables` on the same tables (same
+    order as `claims`)."""
     return [assess(claim, record, metrics, run_scale) for claim, record in zip(claims, records, strict=True)]

@@ -20,9 +20,10 @@ def report(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     registry = claims.load_registry(inputs["registry"])
     tables = {f"results/{name.removeprefix('metrics_')}/metrics.csv": path
               for name, path in inputs.items() if name.startswith("metrics_")}
-    records = claims.evaluate(registry, tables, params["scale"],
-                              warnings={result: claims.study_warnings(path) for result, path in tables.items()})
-    records = robustness.assess_all(registry, records, tables, params["scale"])
+    metrics = claims.read_metrics(tables)
+    records = claims.evaluate_tables(registry, metrics, params["scale"],
+                                     warnings={result: claims.study_warnings(path) for result, path in tables.items()})
+    records = robustness.assess_all(registry, records, metrics, params["scale"])
     table = pd.DataFrame([
         {column: r.get(column) for column in TABLE_COLUMNS}
         | {"status": claims_report.status_text(r), "robustness": claims_report.robustness_text(r),
