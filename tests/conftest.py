@@ -19,6 +19,7 @@ import torch  # noqa: E402
 REPOSITORY = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("FACTSTORE_DATA_MIRROR", REPOSITORY.parent / "shared" / "data"))
 SMOKE = "config/smoke.yaml"
+SMOKE_DIR = "runs/smoke"  # config/smoke.yaml's run_dir: the smoke run's data/, results/, figures/, logs/
 BIN = str(Path(sys.executable).parent)
 
 torch.set_num_threads(1)
@@ -110,6 +111,7 @@ def workspace(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def smoke_run(workspace) -> Path:
+    """The workspace after a whole smoke run: commands run here, the run's files are under SMOKE_DIR."""
     if not MIRROR.is_dir():
         pytest.skip("the smoke run needs the offline data mirror (FACTSTORE_DATA_MIRROR)")
     snakemake("--cores", "2", "all", "--configfile", SMOKE, cwd=workspace)

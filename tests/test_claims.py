@@ -4,15 +4,16 @@ margins in standard errors; the report groups the claims by work."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from hypothesis import given, strategies as st
 
-from factstore import claims, claims_report
+from factstore import claims, claims_report, run_comparison
 from factstore.code_dependencies import source_files
-from conftest import REPOSITORY
+from conftest import REPOSITORY, fresh_copy, run
 
 SPEC = REPOSITORY.parent / "shared" / "SPEC.md"
 
@@ -214,7 +215,8 @@ def test_compare_names_what_changed_between_two_runs():
     assert [r["changed"] for r in claims_report.changes(run[0.5], run[0.7])] == ["value"]
     assert [r["changed"] for r in claims_report.changes(run[0.5], run[2.0])] == ["status"]
     assert [r["changed"] for r in claims_report.changes(run[0.5], [])] == ["only in A"]
-    text = claims_report.comparison_text("a", run[0.5], "b", run[2.0])
+    unknown = {"scales": {}, "config_file": None, "config_overrides": None, "commit": None}
+    text = "\n".join(run_comparison.comparison_lines("a", run[0.5], unknown, "b", run[2.0], unknown))
     assert "1 of 1 claims changed (1 in status" in text and "x = 0.5" in text and "x = 2" in text
 
 
@@ -241,3 +243,21 @@ def test_a_yaml_syntax_error_names_the_file_and_the_line(tmp_path):
     with pytest.raises(claims.ClaimsError, match=rf"^{re.escape(str(registry))}: not valid YAML at line \d+") as error:
         claims.load_registry(registry)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.workflow
+def test_a_malformed_registry_stops_the_workflow_and_keeps_the_previous_report(tmp_path):
+    """The registry is read when the workflow starts: a check without a bound stops every command
+    in one line naming the file and the claim, before the claims step could remove its report."""
+    copy = fresh_copy(tmp_path)
+    report = copy / "runs/smoke/results/claims.md"
+    report.parent.mkdir(parents=True)
+    report.write_text("the previous report\n")
+    registry = copy / "config/claims.yaml"
+    registry.write_text(registry.read_text().replace("\n      min:", "\n      lower:", 1))
+    done = run(sys.executable, "-m", "snakemake", "--cores", "1", "runs/smoke/results/claims.md", "--forcerun",
+               "claims_report", "--configfile", "config/smoke.yaml", cwd=copy, check=False)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if "config/claims.yaml" in line]
+    assert len(lines) == 1 and "unknown key 'lower'" in lines[0], done.stderr[-2000:]
+    assert report.read_text() == "the previous report\n"

@@ -13,7 +13,7 @@ import torch
 import yaml
 from torch import nn
 
-from conftest import REPOSITORY, assert_figures
+from conftest import REPOSITORY, SMOKE_DIR, assert_figures
 from factstore.claims import evaluate_claim, load_registry
 from factstore.dilution import archetypes as toy
 from factstore.dilution import fewrel, mlm
@@ -531,9 +531,9 @@ def test_smoke_config_yields_every_dilution_figure(smoke_run):
     """The smoke run of the whole workflow (the session fixture of conftest.py, in a fresh copy of the tree)."""
     from factstore.plots.dilution import FIGURES
 
-    assert_figures(smoke_run / "figures", "dilution_", FIGURES)
-    metrics = pd.read_csv(smoke_run / "results/dilution/metrics.csv")
+    assert_figures(smoke_run / SMOKE_DIR / "figures", "dilution_", FIGURES)
+    metrics = pd.read_csv(smoke_run / SMOKE_DIR / "results/dilution/metrics.csv")
     assert {"bert_later_blocks_max_pruning", "archetype_samples_kept_ratio"} <= set(metrics.metric)
-    records = {r["id"]: r for r in json.loads((smoke_run / "results/claims.json").read_text())}
+    records = {r["id"]: r for r in json.loads((smoke_run / SMOKE_DIR / "results/claims.json").read_text())}
     # judged (PASS / FAIL) or, where a model at smoke size learned too little, UNTESTABLE by its gate
     assert all(records[claim_id]["status"] in {"PASS", "FAIL", "UNTESTABLE"} for claim_id in CLAIM_IDS)

@@ -26,7 +26,7 @@ from factstore.editing.vocabulary import FactVocabulary
 from factstore.experiments.editing import METHOD_ORDER, baseline_settings, fraction_margins, markdown_table, method_table
 from factstore.facts import spherical_embeddings
 from factstore.mlp.modules import GatedMLP, output_layer
-from conftest import assert_figures, claim_verdict
+from conftest import SMOKE_DIR, assert_figures, claim_verdict
 
 N_FACTS, DIM = 12, 16
 
@@ -288,13 +288,13 @@ def test_smoke_config_yields_the_table_every_figure_and_both_claims(smoke_run):
     """The smoke run of the whole workflow (the session fixture of conftest.py, in a fresh copy of the tree)."""
     from factstore.plots.editing import FIGURES
 
-    assert_figures(smoke_run / "figures", "editing_", FIGURES)
-    table = pd.read_csv(smoke_run / "results/editing/table.csv")
+    assert_figures(smoke_run / SMOKE_DIR / "figures", "editing_", FIGURES)
+    table = pd.read_csv(smoke_run / SMOKE_DIR / "results/editing/table.csv")
     assert set(table.method) == {"swap", "rome", "memit", "alphaedit"} and len(table) == 4 * table.fraction.nunique()
     assert (table[["efficacy", "paraphrase", "specificity", "score", "unseen_template"]].apply(lambda c: c.between(0, 1)).all()).all()
     assert (table.edited_facts >= 8).all() and (table.perplexity_ratio > 0).all()
-    assert "| swap |" in (smoke_run / "results/editing/table.md").read_text()
-    records = {r["id"]: r for r in json.loads((smoke_run / "results/claims.json").read_text())}
+    assert "| swap |" in (smoke_run / SMOKE_DIR / "results/editing/table.md").read_text()
+    records = {r["id"]: r for r in json.loads((smoke_run / SMOKE_DIR / "results/claims.json").read_text())}
     assert records["S0.lm-recall"]["status"] in {"PASS", "FAIL"}
     # at smoke scale the language model recalls too little for the edits to be judged: its gate decides
     assert records["S0.mlp-swap-best"]["status"] in {"PASS", "FAIL", "UNTESTABLE"}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from factstore.kernel_path import AVX2_ONLY_HOST, AVX2_PATH, OPT_OUT, kernel_path_record, pin_cpu_kernels
-from conftest import run
+from conftest import SMOKE_DIR, run
 
 # One of each kind of computation the verdicts rest on: a gated-GD width search (Adam, cross-entropy),
 # a usability probe (attention trained over a frozen MLP), an S4 attention layer (its capacity
@@ -79,6 +79,6 @@ def test_a_host_with_avx2_alone_computes_the_same_bytes(smoke_run, tmp_path):
     whose MKL and oneDNN see AVX2 alone, writes byte-identical outputs (on a host with AVX2 alone
     both runs take the same path, and the test holds trivially)."""
     narrower = dict(AVX2_ONLY_HOST)
-    for output in REPRESENTATIVE_OUTPUTS:
+    for output in (f"{SMOKE_DIR}/{output}" for output in REPRESENTATIVE_OUTPUTS):
         again = _rerun_elsewhere(smoke_run, output, tmp_path / "avx2-only", narrower)
         assert again.read_bytes() == (smoke_run / output).read_bytes(), output

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import REPOSITORY, assert_figures
+from conftest import REPOSITORY, SMOKE_DIR, assert_figures
 
 from factstore.__main__ import run_step
 from factstore.device import derived_generator
@@ -315,8 +315,8 @@ def test_embeddings_step_writes_aligned_minilm_rows(tmp_path):
 def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(smoke_run):
     """The smoke run's `mlp` study end to end: its figures, and the metrics the claims read."""
     section = yaml.safe_load((REPOSITORY / "config/smoke.yaml").read_text())["mlp"]
-    tables = {name: pd.read_csv(smoke_run / f"results/mlp/{name}.csv") for name in ("results", "fits", "metrics")}
-    assert_figures(smoke_run / "figures", "mlp_", FIGURES)
+    tables = {name: pd.read_csv(smoke_run / SMOKE_DIR / f"results/mlp/{name}.csv") for name in ("results", "fits", "metrics")}
+    assert_figures(smoke_run / SMOKE_DIR / "figures", "mlp_", FIGURES)
     metrics = dict(zip(tables["metrics"].metric, tables["metrics"].value))
     claims = yaml.safe_load((REPOSITORY / "config/claims.yaml").read_text())
     checked = {check["metric"] for claim in claims if claim.get("result") == "results/mlp/metrics.csv" for check in claim["checks"]}

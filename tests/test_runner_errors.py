@@ -131,10 +131,10 @@ def test_a_checkpoint_save_that_fails_leaves_nothing_and_uses_the_cleanup_patter
     names = []
     real_save = torch.save
 
-    def full_disk(payload, path):
-        names.append(Path(path).name)
-        Path(path).write_bytes(b"half a checkpoint")
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    def full_disk(payload, handle):
+        names.append(Path(handle.name).name)
+        handle.write(b"half a checkpoint")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", full_disk)
     checkpoint = tmp_path / "checkpoints" / "ckpt.pt"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import SMOKE, run, snakemake
+from conftest import SMOKE, SMOKE_DIR, run, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -53,23 +53,23 @@ def test_compare_names_the_claims_one_changed_parameter_moved(smoke_run):
     nowhere else."""
     second = smoke_run / "runs/fewer_seeds"
     for folder in ("data", "results", "figures"):
-        shutil.copytree(smoke_run / folder, second / folder, dirs_exist_ok=True)  # copy2: mtimes kept
+        shutil.copytree(smoke_run / SMOKE_DIR / folder, second / folder, dirs_exist_ok=True)  # copy2: mtimes kept
     config = changed_config(smoke_run, "runs/fewer_seeds",
                             lambda c: c["assoc"]["hebbian"].update(seeds=c["assoc"]["hebbian"]["seeds"] - 1))
     done = snakemake("--cores", "2", "all", "--forcerun", "assoc_hebbian", "--configfile", str(config), cwd=smoke_run)
     log = done.stdout + done.stderr
     ran = set(re.findall(r"^(?:local)?rule (\w+):", log, flags=re.M))
     assert "assoc_hebbian" in ran and "mlp_capacity" not in ran, sorted(ran)
-    assert (second / "results/assoc/hebbian.csv").stat().st_mtime > (smoke_run / "results/assoc/hebbian.csv").stat().st_mtime
+    assert (second / "results/assoc/hebbian.csv").stat().st_mtime > (smoke_run / SMOKE_DIR / "results/assoc/hebbian.csv").stat().st_mtime
 
-    shown = compare(smoke_run, ".", "runs/fewer_seeds").stdout
-    records = json.loads((smoke_run / "results/claims.json").read_text())
+    shown = compare(smoke_run, SMOKE_DIR, "runs/fewer_seeds").stdout
+    records = json.loads((smoke_run / SMOKE_DIR / "results/claims.json").read_text())
     rows = {line.split()[0]: line for line in shown.splitlines() if line.startswith("S")}
     assert set(rows) == {r["id"] for r in records}  # every claim of both runs, one row each
     changed = {claim_id for claim_id, line in rows.items() if line.rstrip().endswith(("status", "value"))}
     assert changed and {claim_id[:2] for claim_id in changed} == {"S1"}, shown
     assert "S1.hebbian-all" in changed or "S1.hebbian-typical" in changed
-    assert shown.startswith("A = .: ") and "\nB = runs/fewer_seeds: " in shown
+    assert shown.startswith(f"A = {SMOKE_DIR}: ") and "\nB = runs/fewer_seeds: " in shown
 
 
 def test_two_clean_runs_give_byte_identical_claims_and_tables(smoke_run):
@@ -82,14 +82,15 @@ def test_two_clean_runs_give_byte_identical_claims_and_tables(smoke_run):
     config = changed_config(smoke_run, "runs/again", lambda c: None)
     snakemake("--cores", "2", "all", "--configfile", str(config), cwd=smoke_run)
     again = smoke_run / "runs/again"
-    tables = result_tables(smoke_run)
+    first = smoke_run / SMOKE_DIR
+    tables = result_tables(first)
     assert len(tables) >= 60 and len([path for path in tables if path.name == "metrics.csv"]) >= 8
     assert result_tables(again) == tables, "the two runs wrote different sets of tables"
     different = [str(path) for path in [Path("results/claims.json"), Path("results/claims_metrics.json"), *tables]
-                 if (smoke_run / path).read_bytes() != (again / path).read_bytes()]
+                 if (first / path).read_bytes() != (again / path).read_bytes()]
     assert not different, f"differ between two clean runs: {different}"
     claims = len(json.loads((again / "results/claims.json").read_text()))
-    assert compare(smoke_run, ".", "runs/again").stdout.rstrip().endswith(
+    assert compare(smoke_run, SMOKE_DIR, "runs/again").stdout.rstrip().endswith(
         f"0 of {claims} claims changed (0 in status, 0 in value only).")
 
 
@@ -110,3 +111,14 @@ def test_a_paper_run_lives_in_runs_paper_and_the_default_run_at_the_top(workspac
     assert "results/assoc/metrics.csv" in default and all(path.startswith("results/") for path in default)
     assert paper == {f"runs/paper/{path}" for path in under_dvc}
     assert "results/assoc/metrics.csv" in under_dvc
+
+
+def test_each_scale_has_its_own_run_directory(workspace):
+    """The smoke run never writes over the default run (nor the paper run over either), and the
+    dilution pretraining's checkpoint, a path passed as a parameter, is inside its run too."""
+    smoke = planned_outputs(workspace, "--configfile", "config/smoke.yaml")
+    assert smoke and all(path.startswith("runs/smoke/") for path in smoke)
+    plan = snakemake("-n", "--nolock", "-p", "runs/smoke/results/dilution/pretrain_log_many.csv",
+                     "--configfile", "config/smoke.yaml", cwd=workspace).stdout
+    assert "runs/smoke/results/dilution/checkpoints/pretrain_many.pt" in plan
+    assert '"results/dilution/checkpoints' not in plan

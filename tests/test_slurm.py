@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPOSITORY, SMOKE, snakemake
+from conftest import REPOSITORY, SMOKE, SMOKE_DIR, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -74,7 +74,7 @@ def _output_of(rule: str, summary: str) -> str:
     """The first output file of `rule` in a `snakemake --summary` table."""
     for line in summary.splitlines()[1:]:
         fields = line.split("\t")
-        if len(fields) > 2 and fields[2] == rule and fields[0].startswith("results/"):
+        if len(fields) > 2 and fields[2] == rule and fields[0].startswith(f"{SMOKE_DIR}/results/"):
             return fields[0]
     raise AssertionError(f"{rule} has no output in the smoke run")
 
@@ -118,8 +118,8 @@ def test_one_job_of_every_study_runs_on_slurm_and_the_claims_stay_the_same(slurm
     assert studies <= set(ONE_RULE_PER_STUDY), f"no SLURM job for {sorted(studies - set(ONE_RULE_PER_STUDY))}"
     cluster_run = tmp_path / "cluster"
     shutil.copytree(smoke_run, cluster_run, symlinks=True)  # keeps mtimes and .snakemake metadata
-    before = {r["id"]: (r["status"], r["measured"]) for r in json.loads((cluster_run / "results/claims.json").read_text())}
+    before = {r["id"]: (r["status"], r["measured"]) for r in json.loads((cluster_run / SMOKE_DIR / "results/claims.json").read_text())}
     _, ran_locally = run_on_slurm(cluster_run, ONE_RULE_PER_STUDY, ["claims"])
     assert "claims_report" in ran_locally
-    after = {r["id"]: (r["status"], r["measured"]) for r in json.loads((cluster_run / "results/claims.json").read_text())}
+    after = {r["id"]: (r["status"], r["measured"]) for r in json.loads((cluster_run / SMOKE_DIR / "results/claims.json").read_text())}
     assert after == before, "the same seeds on the same machine give the same claims, on SLURM or not"

@@ -416,7 +416,7 @@ def test_each_check_of_the_usability_claims_can_fail(claim_id):
 def test_smoke_config_plans_every_usability_figure():
     from factstore.plots.usability import FIGURES
 
-    targets = [f"figures/usability_{name}.png" for name in FIGURES]
+    targets = [f"runs/smoke/figures/usability_{name}.png" for name in FIGURES]  # config/smoke.yaml's run_dir
     done = subprocess.run([sys.executable, "-m", "snakemake", "-n", *targets, "--configfile", "config/smoke.yaml"],
                           cwd=REPOSITORY, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

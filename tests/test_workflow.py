@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPOSITORY, SMOKE, run, snakemake
+from conftest import REPOSITORY, SMOKE, SMOKE_DIR, run, snakemake
 
 from factstore import claims
 
@@ -71,7 +72,7 @@ def test_bad_config_stops_with_the_key_named(workspace, tmp_path):
 def test_smoke_run_yields_every_figure_and_the_claims(smoke_run):
     done = snakemake("-n", "all", "--configfile", SMOKE, cwd=smoke_run)
     assert planned_rules(done.stdout) == {}, "a finished run has nothing left to do"
-    pngs = sorted((smoke_run / "figures").glob("*.png"))
+    pngs = sorted((smoke_run / SMOKE_DIR / "figures").glob("*.png"))
     studies = {png.name.split("_")[0] for png in pngs}
     expected = {study for study in yaml.safe_load((smoke_run / SMOKE).read_text())
                 if study != "data" and (smoke_run / f"workflow/rules/{study}.smk").is_file()} | {"overview"}
@@ -81,12 +82,12 @@ def test_smoke_run_yields_every_figure_and_the_claims(smoke_run):
         assert png.with_suffix(".pdf").is_file()
         provenance = json.loads(Path(f"{png}.prov.json").read_text())
         assert provenance["git"]["commit"] != "unknown"
-    records = json.loads((smoke_run / "results/claims.json").read_text())
+    records = json.loads((smoke_run / SMOKE_DIR / "results/claims.json").read_text())
     assert len(records) >= 34 and {r["status"] for r in records} <= set(claims.STATUSES)
     by_id = {r["id"]: r for r in records}
     for claim_id in ("S1.optimal-capacity", "S1.hebbian-typical", "S1.decoupled-equivalent", "S1.quarter-circle"):
         assert by_id[claim_id]["status"] in {"PASS", "FAIL"} and by_id[claim_id]["measured"]
-    assert "| S1.hebbian-all |" in (smoke_run / "results/claims.md").read_text()
+    assert "| S1.hebbian-all |" in (smoke_run / SMOKE_DIR / "results/claims.md").read_text()
 
 
 def test_every_metric_a_claim_reads_is_produced_by_its_summary_step(smoke_run):
@@ -95,7 +96,7 @@ def test_every_metric_a_claim_reads_is_produced_by_its_summary_step(smoke_run):
     for claim in yaml.safe_load((smoke_run / "config/claims.yaml").read_text()):
         if not claim.get("checks"):
             continue
-        produced = set(pd.read_csv(smoke_run / claim["result"]).metric)
+        produced = set(pd.read_csv(smoke_run / SMOKE_DIR / claim["result"]).metric)
         missing += [f"{claim['id']}: {check['metric']}" for check in claim["checks"] if check["metric"] not in produced]
     assert not missing, missing
 
@@ -103,13 +104,13 @@ def test_every_metric_a_claim_reads_is_produced_by_its_summary_step(smoke_run):
 def test_the_report_holds_every_figure_with_its_caption_the_claims_and_the_run_times(smoke_run):
     snakemake("--report", "report.html", "--configfile", SMOKE, cwd=smoke_run)
     html = (smoke_run / "report.html").read_text()
-    for png in (smoke_run / "figures").glob("*.png"):
+    for png in (smoke_run / SMOKE_DIR / "figures").glob("*.png"):
         assert png.name in html, f"{png.name} is not in the report"
     assert "Claims it supports: S1.quarter-circle" in html  # the spectrum figure's caption
     assert "Scale of this run: smoke" in html
     for name in ("claims.html", "claims.csv", "runtimes.csv", "versions.csv"):
         assert name in html
-    runtimes = pd.read_csv(smoke_run / "results/runtimes.csv")
+    runtimes = pd.read_csv(smoke_run / SMOKE_DIR / "results/runtimes.csv")
     assert {"assoc.trained", "claims.report", "figures.draw"} <= set(runtimes.step)
     assert (runtimes.wall_time_s >= 0).all()
 
@@ -239,7 +240,8 @@ def test_dvc_stages_match_snakemake_targets(workspace):
         assert match and match.group(1) == name and name in targets, stage["cmd"]
     with ThreadPoolExecutor(max_workers=2) as pool:  # one Snakemake start per stage, two at a time (read-only: --nolock)
         summaries = dict(zip(stages, pool.map(
-            lambda name: snakemake("--nolock", "--summary", name, "--configfile", SMOKE, cwd=workspace).stdout, stages)))
+            lambda name: snakemake("--nolock", "--summary", name, "--configfile", SMOKE, cwd=workspace,
+                                  extra_env={"DVC_STAGE": name}).stdout, stages)))  # as DVC runs it: at the top
     produced = []
     for name, stage in stages.items():
         produced += [line.split("\t")[0] for line in summaries[name].splitlines()[1:] if line.strip()]
@@ -254,11 +256,30 @@ def test_dvc_stages_match_snakemake_targets(workspace):
             assert study in stages, f"study {study} has no DVC stage"
 
 
-def test_dvc_repro_on_the_smoke_config(smoke_run):
+def _file_digests(root: Path, folders) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for folder in folders
+            for path in sorted((root / folder).rglob("*")) if path.is_file()}
+
+
+def test_dvc_exp_run_keeps_a_finished_run_it_has_no_lock_entry_for(smoke_run):
+    """Under DVC every run is at the top (dvc.yaml's outs). The smoke run's files copied there
+    (mtimes kept, so they are up to date) are a finished run that dvc.lock does not record:
+    `dvc exp run` checks out every output from the lock before it runs and removes what the lock
+    lacks, so every output holding computed results is `cache: false` and survives byte for byte;
+    the figures (cached) come back. Then `dvc repro` finds everything up to date."""
+    for folder in ("data", "results", "figures", "logs"):
+        shutil.copytree(smoke_run / SMOKE_DIR / folder, smoke_run / folder, dirs_exist_ok=True)
+    assert not (smoke_run / "dvc.lock").exists()
+    kept = _file_digests(smoke_run, ("data", "results"))
+    figures = sorted(path.name for path in (smoke_run / "figures").iterdir())
+    run(sys.executable, "-m", "dvc", "exp", "run", "-S", f"config={SMOKE}", cwd=smoke_run)
+    after = _file_digests(smoke_run, ("data", "results"))
+    changed = [path for path, content in kept.items() if after.get(path) != content
+               and not path.endswith((".prov.json", "runtimes.csv", "versions.csv"))]
+    assert not changed, f"dvc exp run changed or removed {len(changed)} files of the finished run: {changed[:5]}"
+    assert sorted(path.name for path in (smoke_run / "figures").iterdir()) == figures
     env = {"FACTSTORE_CONFIG": SMOKE}
-    (smoke_run / "params.yaml").write_text(f"config: {SMOKE}\n")  # DVC's config selector (see dvc.yaml)
     run(sys.executable, "-m", "dvc", "repro", cwd=smoke_run, extra_env=env)
-    assert (smoke_run / "dvc.lock").is_file()
     status = run(sys.executable, "-m", "dvc", "status", cwd=smoke_run, extra_env=env).stdout
     assert "up to date" in status
     metrics = run(sys.executable, "-m", "dvc", "metrics", "show", cwd=smoke_run, extra_env=env).stdout
@@ -270,7 +291,7 @@ def test_a_local_run_selects_jobs_only_when_one_finishes(smoke_run):
     round stats every waiting job's inputs); the Snakefile's onstart hook drops it for local runs,
     so a selection round follows only the start and each finished job. The flip: with the hook
     skipped (--no-hooks) and a 1 s timespan, the rounds outnumber the finished jobs."""
-    targets = sorted(str(path.relative_to(smoke_run)) for path in (smoke_run / "figures").glob("ntk_*.png"))
+    targets = sorted(str(path.relative_to(smoke_run)) for path in (smoke_run / SMOKE_DIR / "figures").glob("ntk_*.png"))
     assert len(targets) >= 3
 
     def rounds_and_finished(*extra: str) -> tuple[int, int]:

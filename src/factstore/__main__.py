@@ -14,7 +14,9 @@ permission error are reported in one line naming the step and the file), 2 a bad
         --output table=results/assoc/train_d64.csv --threads 1
 
 `python -m factstore compare RUN_A RUN_B` prints the claims of two runs side by side (status and
-measured values) and what changed; a run is a run directory ('.', 'runs/paper') or a claims.json.
+measured values) and what changed, under each run's scale, config file and commit as its own files
+record them (factstore.run_comparison); a run is a run directory ('.', 'runs/paper') or a
+claims.json; one that is not a claims report is refused in one line, exit status 2.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from factstore import allocator, io, provenance
-from factstore.errors import DataProblem, DeviceUnavailable, ResultWarning, TrainingDiverged
+from factstore.errors import DataProblem, DeviceUnavailable, ResultWarning, TrainingDiverged, WriteFailed
 
 
 # File-system errors a user can act on, reported in one line with what to do.
@@ -233,8 +235,8 @@ def run_step(
 
 
 def compare(argv: list[str]) -> int:
-    """`compare RUN_A RUN_B`: both runs' claims and what changed (exit 0), or one line saying which
-    run has no claims report (exit 2)."""
+    """`compare RUN_A RUN_B`: each run's scale, config file and commit, both runs' claims and what
+    changed (exit 0), or one line naming the file that is not a claims report and why (exit 2)."""
     parser = argparse.ArgumentParser(prog="python -m factstore compare",
                                      description="the claims of two runs side by side, and what changed")
     parser.add_argument("run_a", help="a run directory ('.', runs/paper) or its results/claims.json")
@@ -243,13 +245,13 @@ def compare(argv: list[str]) -> int:
     # Imported by name, as the steps are: an import statement here would make the claims code a
     # code input of every rule (factstore.code_dependencies reads this file's imports), so that
     # editing how a claim is judged would rerun every study instead of the claims report alone.
-    claims_report = importlib.import_module("factstore.claims_report")
+    run_comparison = importlib.import_module("factstore.run_comparison")
     try:
-        before, after = claims_report.run_records(args.run_a), claims_report.run_records(args.run_b)
-    except FileNotFoundError as error:
+        text = run_comparison.compare_runs(args.run_a, args.run_b)
+    except run_comparison.RunError as error:
         print(f"factstore: error: {error}", file=sys.stderr)
         return 2
-    print(claims_report.comparison_text(args.run_a, before, args.run_b, after), end="")
+    print(text, end="")
     return 0
 
 
@@ -295,8 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         if error.errno not in FILE_SYSTEM_ERRORS:
             raise
-        where = " -> ".join(str(name) for name in (error.filename, error.filename2) if name) or "a file"
-        print(f"factstore: error: step {args.step} failed (nothing written): {error.strerror} ({where}); "
+        named = " -> ".join(str(name) for name in (error.filename, error.filename2) if name)
+        where = named or "writing " + ", ".join(item.partition("=")[2] for item in args.output)
+        cause = str(error) if isinstance(error, WriteFailed) else f"{error.strerror} ({where})"
+        print(f"factstore: error: step {args.step} failed (nothing written): {cause}; "
               f"{FILE_SYSTEM_ERRORS[error.errno]}", file=sys.stderr)
         return 1
     return 0

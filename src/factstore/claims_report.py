@@ -8,16 +8,14 @@ against the expected range, the margin in standard errors, the figures that show
 only where one says something about that claim. Revisions are footnotes of their claim.
 
 Also here: the flat {claim id: {metric: value}} that DVC reads as a metric
-(results/claims_metrics.json) and the comparison of two runs' records (`python -m factstore
-compare`).
+(results/claims_metrics.json) and what changed between two runs' records (`changes`, which
+`factstore.run_comparison` prints).
 """
 
 from __future__ import annotations
 
 import html
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 from factstore.claims import STATUSES
@@ -266,16 +264,6 @@ def flat_metrics(records: list[Record]) -> dict[str, dict[str, float | str | Non
             for r in records if r.get("measured") or r.get("gates")}
 
 
-def run_records(run: str | Path) -> list[Record]:
-    """The claims records of a run: `run` is a run directory (holding results/claims.json, e.g. '.'
-    or 'runs/paper') or a claims.json itself."""
-    path = Path(run)
-    path = path if path.is_file() else path / "results" / "claims.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{run}: no claims report (expected {path}); run the workflow's claims target first")
-    return json.loads(path.read_text())
-
-
 def changes(before: list[Record], after: list[Record]) -> list[dict[str, str]]:
     """One row per claim id of either run: both runs' status and measured values, and what changed
     ('status', 'value', 'only in A' / 'only in B', or '' when nothing did)."""
@@ -298,18 +286,3 @@ def changes(before: list[Record], after: list[Record]) -> list[dict[str, str]]:
             "changed": changed,
         })
     return rows
-
-
-def comparison_text(name_a: str, before: list[Record], name_b: str, after: list[Record]) -> str:
-    """The comparison as text: both runs' headlines, a table of every claim and a count of changes."""
-    rows = changes(before, after)
-    table = [["id", "A: status", "A: measured", "B: status", "B: measured", "changed"]]
-    table += [[r["id"], r["status_a"], r["measured_a"], r["status_b"], r["measured_b"], r["changed"]] for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = [f"A = {name_a}: {count_line(before)}", f"B = {name_b}: {count_line(after)}", ""]
-    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
-    changed = [r for r in rows if r["changed"]]
-    statuses = sum(r["changed"] == "status" for r in changed)
-    lines += ["", f"{len(changed)} of {len(rows)} claims changed ({statuses} in status, "
-                  f"{sum(r['changed'] == 'value' for r in changed)} in value only)."]
-    return "\n".join(lines) + "\n"

@@ -59,7 +59,7 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 
 def cross_field_problems(config: dict[str, Any]) -> list[str]:
-    """Rules a JSON schema cannot express: values that must appear in other lists."""
+    """Rules a JSON schema cannot express: values that must appear in other lists, and ordered pairs."""
     problems = []
     assoc = config.get("assoc", {})
     trained_d = assoc.get("trained", {}).get("d", [])
@@ -75,11 +75,49 @@ def cross_field_problems(config: dict[str, Any]) -> list[str]:
     if "check_kappa" in rank and rank["check_kappa"] not in rank.get("kappa", []):
         problems.append(f"assoc.rank.check_kappa = {rank['check_kappa']}: must be one of assoc.rank.kappa {rank.get('kappa')} "
                         "(the check retrains that rank run)")
+    problems += ordered_pair_problems(config)
     depth = config.get("committee", {}).get("depth", {})
     grids = depth.get("fc", {}).get("alphas", {})
     for solver in depth.get("fc_solvers", []):
         if solver not in grids:
             problems.append(f"committee.depth.fc.alphas has no grid of loads for the solver {solver!r} of committee.depth.fc_solvers: give one")
+    return problems
+
+
+ORDERED_PAIRS = [
+    ("usability.lengths.prefix_min", "usability.lengths.prefix_max"),
+    ("usability.lengths.suffix_min", "usability.lengths.suffix_max"),
+    ("committee.backprop.beta_start", "committee.backprop.beta_end"),
+    ("committee.multi_output.beta_start", "committee.multi_output.beta_end"),
+    ("attention.search.start", "attention.search.max_size"),
+]
+"""(low, high) key paths whose values must satisfy low <= high: a junk length is drawn uniformly
+from [min, max], beta is annealed up from start to end (towards the sign), and a capacity search
+starts at or below the largest size it may probe."""
+
+
+def _lookup(config: dict[str, Any], path: str) -> Any:
+    value: Any = config
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def ordered_pair_problems(config: dict[str, Any]) -> list[str]:
+    """One message per ORDERED_PAIRS pair out of order, naming both keys and values; and the NTK
+    scaling fit's lower end, which must leave at least two train sizes to fit the power law over."""
+    problems = []
+    for low_key, high_key in ORDERED_PAIRS:
+        low, high = _lookup(config, low_key), _lookup(config, high_key)
+        if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
+            problems.append(f"{low_key} = {low} is larger than {high_key} = {high}: must be <= it")
+    scaling = _lookup(config, "ntk.scaling") or {}
+    sizes, fit_min = scaling.get("train_sizes"), scaling.get("fit_min_train_size")
+    if isinstance(sizes, list) and isinstance(fit_min, (int, float)) and sum(size >= fit_min for size in sizes) < 2:
+        problems.append(f"ntk.scaling.fit_min_train_size = {fit_min} leaves fewer than two of ntk.scaling.train_sizes "
+                        f"{sizes} to fit the power law over: must be <= the second largest")
     return problems
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -11,19 +12,31 @@ import torch
 from factstore.errors import DeviceUnavailable
 
 
+DEVICE_NAME = re.compile(r"auto|cpu|cuda(:\d+)?")
+"""The device names select_device accepts (lower case): auto, cpu, cuda, cuda:N."""
+
+
 def select_device(requested: str | None = None) -> torch.device:
-    """`requested` (or $FACTSTORE_DEVICE) may be 'cpu', 'cuda', 'cuda:1' or 'auto' (the default)."""
-    choice = (requested or os.environ.get("FACTSTORE_DEVICE") or "auto").lower()
+    """`requested` (or $FACTSTORE_DEVICE) may be 'cpu', 'cuda', 'cuda:1' or 'auto' (the default).
+
+    Any other name (a typo such as 'gpu'), a CUDA device when CUDA is absent, or a CUDA index past
+    the devices present raises DeviceUnavailable naming the source (--device or FACTSTORE_DEVICE),
+    which the step runner prints as one line.
+    """
+    choice = (requested or os.environ.get("FACTSTORE_DEVICE") or "auto").strip().lower()
+    source = "--device" if requested else "FACTSTORE_DEVICE"
+    if not DEVICE_NAME.fullmatch(choice):
+        raise DeviceUnavailable(f"{source}={choice} is not a device name: use auto, cpu, cuda or cuda:N (N the GPU's index)")
     if choice == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if choice.startswith("cuda") and not torch.cuda.is_available():
-        source = "--device" if requested else "FACTSTORE_DEVICE"
         raise DeviceUnavailable(f"{source}={choice}, but CUDA is not available on this machine "
                                 f"(use cpu or auto, or run where a GPU is)")
-    try:
-        return torch.device(choice)
-    except RuntimeError as error:
-        raise ValueError(f"unknown device '{choice}': use auto, cpu or cuda[:N]") from error
+    device = torch.device(choice)
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise DeviceUnavailable(f"{source}={choice}, but this machine has {torch.cuda.device_count()} CUDA device(s) "
+                                f"(use cuda:0..cuda:{torch.cuda.device_count() - 1}, cuda or auto)")
+    return device
 
 
 def seed_everything(seed: int) -> None:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from factstore.io import load_arrays
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -124,6 +126,6 @@ def embed_unique(
 
 
 def load_embeddings(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an `embeddings` step's .npz by name (keys, values, rows, books, authors)."""
-    with np.load(path, allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
+    """The arrays of an `embeddings` step's .npz by name (keys, values, rows, books, authors); an
+    archive holding pickled objects is refused with UnsafeFile naming it (factstore.io.load_arrays)."""
+    return load_arrays(path)

@@ -32,3 +32,14 @@ class ResultWarning(UserWarning):
     (the capacity lies outside the searched range), or a training ended far from its target. The
     runner prints each in the job's log and keeps it in the outputs' sidecars; the claims report
     notes it beside the study's claims."""
+
+
+class WriteFailed(OSError):
+    """A file that could not be written: a full disk, an exhausted quota, a read-only or
+    unwritable folder. `errno` and `strerror` are the cause's, `filename` the path being written
+    (never the temporary file); the message says both in one line, e.g.
+    "no space left on device writing results/x.csv"."""
+
+    def __str__(self) -> str:
+        cause = self.strerror or "error"
+        return f"{cause[:1].lower()}{cause[1:]} writing {self.filename}"

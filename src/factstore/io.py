@@ -10,12 +10,18 @@ cluster time limit) leaves it behind, and the next write of the same output dele
 Next to each result `X` sits `X.prov.json` (see `factstore.provenance`): downstream rules never
 read the sidecars, so volatile facts (commit, wall time) never trigger reruns. The sidecar also
 records `X`'s sha256 when it was written; `check_unchanged` compares it before a step reads `X`.
-Saved tensors are read with `load_tensors` (weights_only=True): never a pickled object.
+A write that fails for want of space or permission (a full disk, a read-only folder) is
+WriteFailed naming the path being written, never the temporary file; nothing is left behind.
+A table under a folder with a `manifest.json` (data/processed) is also checked against the sha256
+the manifest records, so deleting the sidecar does not switch the check off.
+Saved tensors are read with `load_tensors` (weights_only=True) and written with `save_tensors`,
+.npz archives read with `load_arrays` (allow_pickle=False): never a pickled object.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io as io_module
 import json
 import os
@@ -27,7 +33,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from factstore.errors import DataProblem, UnsafeFile
+from factstore.errors import DataProblem, UnsafeFile, WriteFailed
 
 SIDECAR_SUFFIX = ".prov.json"
 
@@ -64,29 +70,59 @@ def _glob_escape(name: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
+WRITE_FAILURES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+"""The errno values of a write that failed for want of space or permission: reported as WriteFailed."""
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to `path`; on success rename it to `path`, on error delete it.
 
     The temporary name keeps the suffix, so writers that infer the format from it still work. It is
     created with mode 0666 minus the umask (what `open(path, "w")` would give), not mkstemp's 0600.
-    Leftovers of an earlier killed write of the same path are deleted first.
+    Leftovers of an earlier killed write of the same path are deleted first. A full disk, an
+    exhausted quota or a read-only or unwritable folder, met while making the folder, writing the
+    temporary file or renaming it, is WriteFailed naming `path` and the cause.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_temporary_files(path)
+    tmp: Path | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_temporary_files(path)
+        tmp = _new_temporary(path)
+        yield tmp
+        os.replace(tmp, path)
+    except OSError as error:
+        if not _failed_writing(error, path):
+            raise
+        raise WriteFailed(error.errno, error.strerror or os.strerror(error.errno), str(path)) from error
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):  # the write's own error is the one to report
+                tmp.unlink(missing_ok=True)
+
+
+def _new_temporary(path: Path) -> Path:
+    """Create `.<name>.<random>.factstore-tmp<suffix>` next to `path` (empty, mode 0666 - umask)."""
     while True:
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMPORARY_MARKER}{path.suffix}")
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            break
+            return tmp
         except FileExistsError:  # pragma: no cover - 32 random bits collided
             continue
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+
+def _failed_writing(error: OSError, path: Path) -> bool:
+    """Whether `error` is a write of `path` failing for want of space or permission: its errno says
+    so and it names no file (write() does not), or a file beside `path` (its temporary file) or a
+    folder above it. An error reading some other file (a mirror's copy) keeps its own name."""
+    if error.errno not in WRITE_FAILURES:
+        return False
+    if error.filename is None:
+        return True
+    named = Path(os.fsdecode(error.filename))
+    return named.parent == path.parent or named in path.parents
 
 
 def write_table(table: pd.DataFrame, path: str | os.PathLike) -> None:
@@ -199,14 +235,48 @@ class InputChanged(DataProblem):
     step that wrote it and, for a table, the rows then and now."""
 
 
-def check_unchanged(path: str | os.PathLike) -> None:
-    """Raise InputChanged when `path`'s sha256 differs from the one in its sidecar; files without
-    a sidecar or whose sidecar records no sha256 (written before it did) are not checked."""
+MANIFEST_NAME = "manifest.json"
+"""The manifest of a folder of prepared tables (data/processed/manifest.json): under "files", each
+table's path (as the workflow names it), rows and sha256."""
+
+
+def manifest_record(path: str | os.PathLike) -> tuple[Path, dict] | None:
+    """(the manifest, its record of `path`) when `path`'s folder has a manifest that lists a file
+    of `path`'s name with a sha256, else None. An unreadable manifest is a DataProblem naming it."""
     path = Path(path)
-    sidecar = sidecar_path(path)
-    if not path.is_file() or not sidecar.is_file():
+    manifest = path.parent / MANIFEST_NAME
+    if path.name == MANIFEST_NAME or not manifest.is_file():
+        return None
+    try:
+        files = read_json(manifest).get("files", {})
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        raise DataProblem(f"{manifest}: not a readable manifest; delete it and rerun the rule that makes it") from None
+    for record in files.values() if isinstance(files, dict) else ():
+        if isinstance(record, dict) and "sha256" in record and Path(str(record.get("path", ""))).name == path.name:
+            return manifest, record
+    return None
+
+
+def check_unchanged(path: str | os.PathLike) -> None:
+    """Raise InputChanged when `path`'s sha256 differs from the one its writer recorded: in its
+    sidecar, or, where the sidecar is gone, in its folder's manifest.json (a prepared table). The
+    file is hashed once. The sidecar is the newer record where both exist (a rerun prepare job
+    rewrites it before the manifest job runs again); a file recorded in neither is not checked."""
+    path = Path(path)
+    if not path.is_file():
         return
-    record = read_json(sidecar)
+    sidecar = sidecar_path(path)
+    if sidecar.is_file():
+        record = read_json(sidecar)
+        where, writer = sidecar.name, f"step {record.get('step', '?')}"
+        remedy = "delete it and rerun the rule that makes it"
+    else:
+        found = manifest_record(path)
+        if found is None:
+            return
+        manifest, record = found
+        where, writer = f"{manifest}, no {sidecar.name} beside it", "the prepare step"
+        remedy = f"rerun the prepare rule that makes it (snakemake --forcerun {record.get('path') or path})"
     if "sha256" not in record or sha256_file(path) == record["sha256"]:
         return
     rows = ""
@@ -215,9 +285,8 @@ def check_unchanged(path: str | os.PathLike) -> None:
             rows = f"; {record['rows']} rows when written, {len(read_table(path))} now"
         except DataProblem as error:
             rows = f"; {record['rows']} rows when written, now unreadable: {error}"
-    raise InputChanged(f"{path}: its bytes differ from those step {record.get('step', '?')} wrote (sha256 "
-                       f"{record['sha256'][:12]}... in {sidecar.name}){rows}; the file changed after it was made: "
-                       "delete it and rerun the rule that makes it")
+    raise InputChanged(f"{path}: its bytes differ from those {writer} wrote (sha256 {record['sha256'][:12]}... in "
+                       f"{where}){rows}; the file changed after it was made: {remedy}")
 
 
 def load_tensors(source: str | os.PathLike | bytes) -> Any:
@@ -239,3 +308,28 @@ def load_tensors(source: str | os.PathLike | bytes) -> Any:
         detail = next((line for line in lines if "GLOBAL" in line or "Unsupported" in line), lines[0])
         raise UnsafeFile(f"refused to load {name}: it holds pickled objects, not only tensors and plain data "
                          f"({detail[:200]})") from None
+
+
+def save_tensors(payload: Any, path: str | os.PathLike) -> None:
+    """torch.save `payload` (tensors and plain containers) to `path` atomically. torch writes
+    through a Python file object: given a file name, its own writer reports a full disk as a bare
+    RuntimeError naming no file; this way the OSError surfaces, as WriteFailed naming `path`."""
+    import torch
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        torch.save(payload, handle)
+
+
+def load_arrays(path: str | os.PathLike) -> dict[str, Any]:
+    """The arrays of an .npz archive by name, read with allow_pickle=False: an archive (or a file)
+    holding pickled Python objects, which loading would run, is refused with UnsafeFile naming it."""
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except ValueError as error:
+        if "allow_pickle" not in str(error):
+            raise
+        raise UnsafeFile(f"refused to load {path}: it holds pickled Python objects, not only arrays of numbers or "
+                         "text; delete it and rerun the rule that makes it") from None

@@ -2,7 +2,8 @@
 
 A sidecar answers "can I trust and reproduce this number?": the resolved parameters and seed,
 the git commit (and whether the tree had uncommitted changes), package versions, the device, and
-the wall time and the peak memory.
+the wall time and the peak memory. It names no folder of the machine it ran on: the command is
+recorded as `["python -m factstore", STEP, ...]`, not by the absolute path of the runner's file.
 """
 
 from __future__ import annotations
@@ -82,6 +83,17 @@ def process_cpu_time_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def command_line(argv: list[str] | None = None) -> list[str]:
+    """The command that ran the step, shaped like sys.argv (the program, then its arguments) but
+    without this machine's folders: the runner's absolute path (sys.argv[0] under `python -m
+    factstore`) becomes "python -m factstore", another program its file name."""
+    argv = sys.argv if argv is None else argv
+    program = Path(argv[0]) if argv else Path("python")
+    if program.name == "__main__.py" and program.parent.name == "factstore":
+        return ["python -m factstore", *argv[1:]]
+    return [program.name, *argv[1:]]
+
+
 def collect(
     *,
     step: str,
@@ -107,7 +119,7 @@ def collect(
         "threads": threads,
         "host": socket.gethostname(),
         "platform": platform.platform(),
-        "command": sys.argv,
+        "command": command_line(),
         "wall_time_s": round(wall_time_s, 3),
         "cpu_time_s": {"step": None if step_cpu_time_s is None else round(step_cpu_time_s, 3),
                        "process": round(process_cpu_time_s(), 3)},

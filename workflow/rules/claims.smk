@@ -21,7 +21,9 @@ rule claims_report:
         html=report(CLAIMS_REPORT[5], caption="../report/claims.rst", category="Claims"),
     params:
         step="claims.report",
-        json=as_json({"scale": config["scale"]}),
+        # what the run was asked for, recorded in the sidecar (`compare` shows it): the scale, the
+        # config file and any --config values set over it
+        json=as_json({"scale": config["scale"], "config_file": CONFIG_FILE, "config_overrides": CONFIG_OVERRIDES}),
         io=runner_io,
     log:
         "logs/claims.log",

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from factstore import config as factstore_config
+from factstore import run_directory
 from factstore.claims import claims_shown_in, load_registry
 from factstore.code_dependencies import source_files
 from factstore.report import figure_caption
@@ -34,14 +35,24 @@ except factstore_config.ConfigError as error:
 if config["data"].get("mirror") and not os.environ.get(MIRROR_ENVIRONMENT_VARIABLE):
     os.environ[MIRROR_ENVIRONMENT_VARIABLE] = str(config["data"]["mirror"])
 
+# The config file this run reads, relative to the repository where it lies inside it, and the
+# --config values set over it.
+CONFIG_FILE = ", ".join(
+    os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    for path in (workflow.overwrite_configfiles or workflow.configfiles)
+)
+CONFIG_OVERRIDES = workflow.config_settings.config or {}
+
 # This run's directory (workflow/Snakefile moves every rule's paths there); a step that is given a
-# folder as a parameter rather than as an input gets it through in_run.
+# folder or a file as a parameter rather than as an input gets it through in_run.
 RUN_DIR = config["run_dir"]
+if run_directory.run_dir_problem(RUN_DIR):
+    sys.exit(f"factstore: {run_directory.run_dir_problem(RUN_DIR)}")
 
 
 def in_run(folder):
     """`folder` (e.g. "results") inside this run's directory."""
-    return folder if RUN_DIR == "." else f"{RUN_DIR}/{folder}"
+    return run_directory.in_run(RUN_DIR, folder)
 
 
 # Every study appends its figure files and its metrics table here.

@@ -46,7 +46,7 @@ rule dilution_archetypes:
 
 
 rule dilution_pretrain:
-    """Masked-LM pretraining on one subset; checkpoints under results/dilution/checkpoints/ so an
+    """Masked-LM pretraining on one subset; checkpoints under the run's results/dilution/checkpoints/ so an
     interrupted run resumes (the checkpoint is removed once the model is written)."""
     output:
         model="results/dilution/bert_{subset}.pt",
@@ -67,7 +67,7 @@ rule dilution_pretrain:
         json=lambda w: as_json(
             {k: v for k, v in DILUTION_BERT.items() if k not in ("groups", "rates", "retrain_steps", "eval_maskings")},
             subset=w.subset, seed=DILUTION["seed"],
-            checkpoint=f"results/dilution/checkpoints/pretrain_{w.subset}.pt",
+            checkpoint=in_run(f"results/dilution/checkpoints/pretrain_{w.subset}.pt"),
         ),
         io=runner_io,
     threads: config["threads"]

@@ -10,6 +10,10 @@ Two kinds of failure, told apart by their class:
   ChecksumError (bytes were obtained, but not the expected ones): never a fallback, never retried
       (the same mirror file or URL gives the same wrong bytes again); the message names the
       mirror path or URL the bytes came from.
+A full disk or an unwritable destination (factstore.errors.WriteFailed) is never retried either.
+
+The origin a fetch reports (kept in data/raw/*.source.json and data/processed/manifest.json) names
+no machine's folders: `mirror:<path inside the mirror>` or the URL.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from factstore.data.sources import Source
-from factstore.errors import DataProblem
+from factstore.errors import DataProblem, WriteFailed
 from factstore.io import atomic_path
 
 MIRROR_ENVIRONMENT_VARIABLE = "FACTSTORE_DATA_MIRROR"
@@ -102,7 +106,8 @@ def fetch(
     timeout: float = 60.0,
     backoff_s: float = 1.0,
 ) -> dict[str, str]:
-    """Obtain `source` at `destination`, verified. Returns {'origin': mirror path or URL, 'checksum': ...}.
+    """Obtain `source` at `destination`, verified. Returns {'origin': 'mirror:<source.path>' or the URL,
+    'checksum': ...}.
 
     Raises ChecksumError at once when the mirror file or a complete download has the wrong bytes
     (deterministic: a retry would give the same), SourceUnavailable when no bytes could be had.
@@ -117,14 +122,16 @@ def fetch(
             with atomic_path(destination) as tmp:
                 shutil.copyfile(candidate, tmp)
                 checksum = verify(tmp, source, origin=candidate)
-            return {"origin": str(candidate), "checksum": checksum}
-        attempts.append(f"mirror: {candidate} does not exist")
+            return {"origin": f"mirror:{source.path}", "checksum": checksum}
+        attempts.append(f"mirror:{source.path} does not exist (no such file in the mirror)")
     for attempt in range(1, retries + 1):
         try:
             with atomic_path(destination) as tmp:
                 _download(source.url, tmp, timeout)
                 checksum = verify(tmp, source, origin=source.url)
             return {"origin": source.url, "checksum": checksum}
+        except WriteFailed:
+            raise
         except (urllib.error.URLError, OSError, http.client.HTTPException, TimeoutError) as error:
             attempts.append(f"download attempt {attempt}/{retries} from {source.url}: {error}")
             if attempt < retries:

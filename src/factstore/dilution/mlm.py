@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from factstore import statistics
 from factstore.device import seeded_global_generators
-from factstore.io import atomic_path
+from factstore.io import save_tensors
 from factstore.training import check_finite
 
 IGNORE = -100
@@ -312,11 +312,10 @@ def state_bytes(payload: dict) -> bytes:
 
 
 def save_atomically(payload: dict, path: str | Path) -> None:
-    """torch.save through factstore.io.atomic_path: an interrupted write never leaves half a
-    checkpoint under the real name, and a killed one leaves only a `.factstore-tmp` file (which
-    .dvcignore hides and the next save deletes)."""
-    with atomic_path(path) as temporary:
-        torch.save(payload, temporary)
+    """torch.save through factstore.io.save_tensors (atomic): an interrupted write never leaves half
+    a checkpoint under the real name, a killed one leaves only a `.factstore-tmp` file (which
+    .dvcignore hides and the next save deletes), and a full disk is WriteFailed naming `path`."""
+    save_tensors(payload, path)
 
 
 def count_tokens(token_ids: Sequence[Sequence[int]]) -> int:

@@ -50,9 +50,10 @@ def fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
 
 
 def manifest(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """Counts, licenses and origins of every prepared table, and each table file's rows and sha256
-    (the values its prepare job recorded in its sidecar, which the runner checks whenever a step
-    reads the table): data/processed/manifest.json."""
+    """Counts, licenses and origins of every prepared table, and each table file's path (as the
+    workflow names it, relative to its working directory), rows and sha256 (the values its prepare
+    job recorded in its sidecar): data/processed/manifest.json. The runner checks a table against
+    them whenever a step reads it and its sidecar is gone (factstore.io.check_unchanged)."""
     reports = {name.removeprefix("report_"): read_json(path) for name, path in inputs.items() if name.startswith("report_")}
     tables = {name.removeprefix("table_"): read_table(path) for name, path in inputs.items() if name.startswith("table_")}
     counts = {
@@ -67,7 +68,15 @@ def manifest(params: dict, inputs: dict[str, Path], context) -> dict[str, object
                              "relations": tables["fewrel_sentences"].relation.nunique(),
                              **tables["fewrel_sentences"].split.value_counts().to_dict()},
     }
-    files = {name.removeprefix("table_"): {"path": path.as_posix(), "rows": len(tables[name.removeprefix("table_")]),
-                                           "sha256": sha256_file(path)}
-             for name, path in inputs.items() if name.startswith("table_")}
+    files = {name: {"path": workflow_path(inputs[f"table_{name}"]), "rows": len(table),
+                    "sha256": sha256_file(inputs[f"table_{name}"])} for name, table in tables.items()}
     return {"manifest": {"tables": counts, "files": files, "sources": reports}}
+
+
+def workflow_path(path: Path) -> str:
+    """`path` relative to the working directory (as Snakemake names it) where it lies below it, so
+    that the manifest names no folder of this machine; as given otherwise."""
+    path = Path(path)
+    if path.is_absolute() and path.is_relative_to(Path.cwd()):
+        path = path.relative_to(Path.cwd())
+    return path.as_posix()

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from factstore.facts import FactSet, conditioned_embeddings, normalize_rows
+from factstore.io import load_arrays
 from factstore.whitening import principal_projection
 
 IGNORE = -100
@@ -214,9 +215,8 @@ def real_embeddings(path, n_junk: int, dim: int, n_facts: int | None) -> tuple[T
     coincide); junk and Q are further book-title embeddings (the real distribution, not isotropic
     noise). All rows are projected on the top `dim` principal directions (principal_projection).
     """
-    with np.load(path, allow_pickle=False) as archive:
-        keys, values, authors = (torch.as_tensor(archive["keys"]), torch.as_tensor(archive["values"]),
-                                 archive["authors"])
+    archive = load_arrays(path)  # an archive holding pickled objects: UnsafeFile naming it
+    keys, values, authors = torch.as_tensor(archive["keys"]), torch.as_tensor(archive["values"]), archive["authors"]
     _, first, counts = np.unique(authors, return_index=True, return_counts=True)
     unique = np.sort(first[counts == 1])
     extra = np.setdiff1d(np.arange(len(keys)), unique)

@@ -1,0 +1,291 @@
+"""Peak memory of each study's dominant allocations, estimated from its config section alone.
+
+Sizes that pass the schema can still ask for more memory than a machine has (a decoupled problem
+at a large d, an NTK Jacobian at a large width): the step would die mid-run with a torch
+allocation error. `peak_terms(config)` lists, per study, the few tensors that dominate its peak,
+each as a `Term` naming the config key that sets its size; `workflow_problem` compares the largest
+against the host's memory (and the GPU's, when the run computes on CUDA) at workflow start.
+
+Each estimate is the bytes of the named tensors that are alive together at the peak, with the
+shapes written in the function's docstring; the allocator's rounding and Python's own overhead
+come on top (the assoc decoupled term, measured at a small size, came within 2% of the step's
+peak resident memory). The usability and dilution studies and the committee machines other than
+the multi-output one have no term: they are not estimated.
+
+This module imports no torch at load time: the workflow imports it in the Snakemake process.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FLOAT32, FLOAT64 = 4, 8
+GB = 1e9
+ASSOC_CHUNK = 2048  # rows of logits per chunk in factstore.assoc._loss_and_gradient (its default)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One dominant allocation: `bytes` for `what`, its size set by config key `key` (a dotted path
+    below the study, e.g. 'trained.decoupled_d') whose largest value is `value`."""
+
+    study: str
+    key: str
+    value: Any
+    what: str
+    bytes: float
+
+    def message(self, available_bytes: float, where: str) -> str:
+        """The one line refusing this term on a machine with `available_bytes` (`where`: 'host' or 'GPU')."""
+        return (f"factstore: {self.study}.{self.key} = {self.value} needs about {self.bytes / GB:.0f} GB for {self.what} "
+                f"({where} has {available_bytes / GB:.0f} GB): lower {self.study}.{self.key}")
+
+
+def facts_for_load(alpha: float, d: int) -> int:
+    """p with p ln p = alpha d^2 (factstore.assoc.facts_for_load, without importing torch)."""
+    target = alpha * d * d
+    p = max(target / max(math.log(max(target, math.e)), 1.0), 2.0)
+    for _ in range(50):  # Newton on f(p) = p ln p - target
+        p = max(p - (p * math.log(p) - target) / (math.log(p) + 1.0), 2.0)
+    return max(int(round(p)), 2)
+
+
+def assoc_terms(section: dict) -> list[Term]:
+    """The associative memory (factstore.assoc): per job, one d and every load's problem in turn.
+
+    - trained, decoupled problem: outputs (S, p, p, d) float32 twice (sample_problem scales a
+      fresh Gaussian draw: both are alive at once), S = trained.seeds, p the facts at the largest
+      load of trained.alphas and the largest d of trained.decoupled_d; the inputs (S, p, d) and
+      the logit workspace (2, min(2048, p), p) are small beside it. Measured at d = 64, load 1.2,
+      2 seeds: 569 MB peak above the process's baseline against 576 MB estimated.
+    - trained, original problem: inputs and outputs (S, p, d) each, their recall and its gradient
+      (S, p, d) each, and the logit workspace (2, min(2048, p), p), S the larger of trained.seeds
+      and trained.fine.seeds, p at the largest d of trained.d.
+    - hebbian: inputs and outputs (p, d), one seed at a time, logits (chunk_size, p) float32.
+    - rank: as trained (original problem) at rank.d, rank.alphas, S = trained.seeds.
+    """
+    terms = []
+    trained = section.get("trained", {})
+    alphas = trained.get("alphas") or [0]
+    if trained.get("decoupled_d"):
+        d = max(trained["decoupled_d"])
+        p = facts_for_load(max(alphas), d)
+        seeds = trained.get("seeds", 1)
+        bytes_ = FLOAT32 * (2 * seeds * p * p * d + 2 * min(ASSOC_CHUNK, p) * p + 3 * seeds * p * d)
+        terms.append(Term("assoc", "trained.decoupled_d", d,
+                          f"the decoupled problem's outputs ({seeds} seeds x {p} x {p} facts x d = {d})", bytes_))
+    if trained.get("d"):
+        d = max(trained["d"])
+        fine = trained.get("fine", {})
+        fine_alphas = fine.get("alphas", []) if d in fine.get("d", []) else []
+        p = facts_for_load(max(list(alphas) + list(fine_alphas)), d)
+        seeds = max(trained.get("seeds", 1), fine.get("seeds", 1))
+        bytes_ = FLOAT32 * (4 * seeds * p * d + 2 * min(ASSOC_CHUNK, p) * p)
+        terms.append(Term("assoc", "trained.d", d, f"the trained problem ({seeds} seeds x {p} facts x d = {d}, "
+                          f"logits {min(ASSOC_CHUNK, p)} x {p})", bytes_))
+    hebbian = section.get("hebbian", {})
+    if hebbian.get("d"):
+        d = max(hebbian["d"])
+        p = facts_for_load(max(hebbian.get("alphas") or [0]), d)
+        chunk = min(hebbian.get("chunk_size", ASSOC_CHUNK), p)
+        terms.append(Term("assoc", "hebbian.d", d, f"Hebbian recall ({p} facts x d = {d}, logits {chunk} x {p})",
+                          FLOAT32 * (3 * p * d + chunk * p)))
+    rank = section.get("rank", {})
+    if rank.get("d") and rank.get("alphas"):
+        d, seeds = rank["d"], trained.get("seeds", 1)
+        p = facts_for_load(max(rank["alphas"]), d)
+        terms.append(Term("assoc", "rank.d", d, f"the rank-constrained problem ({seeds} seeds x {p} facts x d = {d})",
+                          FLOAT32 * (4 * seeds * p * d + 2 * min(ASSOC_CHUNK, p) * p)))
+    return terms
+
+
+def ntk_terms(section: dict) -> list[Term]:
+    """The neural tangent kernel study (factstore.tangent_kernel), float64 throughout.
+
+    - convergence / training: the parameter Jacobian (N, width (input_dim + 1)) of the two-layer
+      ReLU network at the largest width (N = n_inputs or n_train), plus one vmapped chunk's
+      intermediates (chunk_size, width (input_dim + 1)) twice (forward and backward).
+    - scaling: the analytic kernels test x train (n_test, P) with P the largest train size: about
+      eight such matrices are alive while arccos_kernels and analytic_ntk combine them, and the
+      train kernel (P, P) with its solve (two more).
+    """
+    terms = []
+    for part, rows in (("convergence", "n_inputs"), ("training", "n_train")):
+        settings = section.get(part, {})
+        if settings.get("widths"):
+            width = max(settings["widths"])
+            parameters = width * (settings.get("input_dim", 1) + 1)
+            n, chunk = settings.get(rows, 1), min(settings.get("chunk_size", 1), settings.get(rows, 1))
+            terms.append(Term("ntk", f"{part}.widths", width,
+                              f"the parameter Jacobian ({n} inputs x {parameters} parameters, float64)",
+                              FLOAT64 * (n + 2 * chunk) * parameters))
+    scaling = section.get("scaling", {})
+    if scaling.get("train_sizes"):
+        size, n_test = max(scaling["train_sizes"]), scaling.get("n_test", 1)
+        terms.append(Term("ntk", "scaling.n_test", n_test,
+                          f"the analytic kernels ({n_test} test x {size} train points, float64)",
+                          FLOAT64 * (8 * n_test * size + 3 * size * size)))
+    return terms
+
+
+def attention_terms(section: dict) -> list[Term]:
+    """One multi-head attention layer (factstore.attention.capacity.fit_sizes).
+
+    R = search.probes_per_round models train side by side on the largest prefix N (at most
+    search.max_size examples), float32. Autograd keeps per model the key directions and mixed
+    contexts (R, N, H, d) and the logits and attention weights (R, N, H, n); the backward pass adds
+    two gradients of the largest; the output logits (R, N, C) three times. H, n and d are the largest
+    a sweep reaches (its own values, else the layer's or the sweep's fixed ones). Per-example
+    contexts add the data pool (max_size, n, d).
+    """
+    layer, search = section.get("layer", {}), section.get("search", {})
+    n_examples, models = search.get("max_size", 1), search.get("probes_per_round", 1)
+    classes = section.get("n_classes", 1)
+    worst, worst_sweep, per_example_pool = 0.0, None, 0.0
+    for name, sweep in section.get("sweeps", {}).items():
+        shape = {**layer, **sweep.get("fixed", {})}
+        for value in sweep.get("values", []):
+            sized = shape | {name: value}
+            heads, d, n = sized.get("heads", 1), sized.get("d", 1), sized.get("n_context", 1)
+            elements = models * n_examples * heads * (2 * d + 2 * n + 2 * max(d, n)) + 3 * models * n_examples * classes
+            if "per_example" in sweep.get("contexts", []):
+                per_example_pool = max(per_example_pool, n_examples * n * d)
+            if elements > worst:
+                worst, worst_sweep = elements, (name, heads, n, d)
+    if worst_sweep is None:
+        return []
+    name, heads, n, d = worst_sweep
+    return [Term("attention", "search.max_size", n_examples,
+                 f"{models} models' activations at N = {n_examples} (sweep {name}: H = {heads}, n = {n}, d = {d})",
+                 FLOAT32 * (worst + per_example_pool))]
+
+
+def committee_terms(section: dict) -> list[Term]:
+    """The multi-output committee machine (factstore.committee.multi_output): per instance the
+    output logits, their gradient, the targets and the sign outputs (instances, patterns, O)
+    float32 at the largest O of multi_output.outputs."""
+    multi = section.get("multi_output", {})
+    if not multi.get("outputs"):
+        return []
+    outputs = max(multi["outputs"])
+    elements = 4 * multi.get("instances", 1) * multi.get("patterns", 1) * outputs
+    return [Term("committee", "multi_output.outputs", outputs,
+                 f"the output logits ({multi.get('instances', 1)} instances x {multi.get('patterns', 1)} patterns x {outputs} outputs)",
+                 FLOAT32 * elements)]
+
+
+def mlp_terms(section: dict) -> list[Term]:
+    """Fact-storing MLPs trained by gradient descent (factstore.mlp.gd): at the widest probe
+    (search.gd_max_width hidden units) over the most facts F of any sweep, a gated MLP keeps its
+    gate and up pre-activations, their product and the gradients of each, (F, width) float32:
+    six such matrices."""
+    facts = [2**k for part in ("capacity",) for k in section.get(part, {}).get("log2_facts", [])]
+    facts += [f for part in ("anisotropy", "robust_regime") for f in section.get(part, {}).get("n_facts", [])]
+    width = section.get("search", {}).get("gd_max_width")
+    if not facts or not width:
+        return []
+    return [Term("mlp", "search.gd_max_width", width, f"gradient descent's activations ({max(facts)} facts x {width} units)",
+                 FLOAT32 * 6 * max(facts) * width)]
+
+
+def editing_terms(section: dict) -> list[Term]:
+    """The editing language model (factstore.editing): the logits over the vocabulary (every
+    title and author token, 2 n_facts, plus the template words) for a batch of sentences of about
+    16 positions, with their softmax and gradient, float32: (batch_size, 16, vocabulary) x 3."""
+    batch = section.get("training", {}).get("batch_size")
+    if not batch:
+        return []
+    vocabulary = 2 * section.get("n_facts", 0) + 256
+    return [Term("editing", "training.batch_size", batch,
+                 f"the output logits ({batch} sentences x 16 positions x {vocabulary} tokens)",
+                 FLOAT32 * 3 * batch * 16 * vocabulary)]
+
+
+STUDIES = {"assoc": assoc_terms, "ntk": ntk_terms, "attention": attention_terms, "committee": committee_terms,
+           "mlp": mlp_terms, "editing": editing_terms}
+
+
+def peak_terms(config: dict) -> list[Term]:
+    """Every study's dominant terms (a study absent from `config` has none)."""
+    return [term for study, terms in STUDIES.items() if study in config for term in terms(config[study])]
+
+
+def peak_per_study(config: dict) -> dict[str, Term]:
+    """The largest term of each study: its estimated peak."""
+    peaks: dict[str, Term] = {}
+    for term in peak_terms(config):
+        if term.study not in peaks or term.bytes > peaks[term.study].bytes:
+            peaks[term.study] = term
+    return peaks
+
+
+def host_memory_bytes() -> float:
+    """The machine's physical memory."""
+    try:
+        import psutil
+
+        return float(psutil.virtual_memory().total)
+    except ImportError:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+CUDA_NAME = re.compile(r"cuda(:\d+)?")
+
+
+def gpu_requested(gpu_resource: Any, environ: dict) -> str | None:
+    """What asked this run for a GPU: 'FACTSTORE_DEVICE=cuda...' or 'the resource gpu=N' (a profile's
+    `resources: gpu=N` or --resources), else None. FACTSTORE_DEVICE=cpu overrides the resource."""
+    device = (environ.get("FACTSTORE_DEVICE") or "").strip().lower()
+    if CUDA_NAME.fullmatch(device):
+        return f"FACTSTORE_DEVICE={device}"
+    value = getattr(gpu_resource, "value", gpu_resource)  # Snakemake 9 wraps it in a Resource
+    if device != "cpu" and isinstance(value, (int, float)) and value >= 1:
+        return f"the resource gpu={value:g} (--profile workflow/profiles/gpu or --resources gpu=N)"
+    return None
+
+
+def cuda_may_be_present() -> bool:
+    """Whether an NVIDIA driver is loaded: torch (seconds to import) is only asked when it is."""
+    return Path("/proc/driver/nvidia").exists() or Path("/dev/nvidiactl").exists()
+
+
+def workflow_problem(config: dict, gpu_resource: Any = None, environ: dict | None = None,
+                     host_bytes: float | None = None, gpu_bytes: float | None = None,
+                     cuda_available: bool | None = None, check_memory: bool = True) -> str | None:
+    """The one line to stop a workflow with at its start, or None.
+
+    A run that asked for a GPU (`gpu_requested`) where torch has no CUDA: would silently run on
+    the CPU. Then, with `check_memory` (the jobs run here, not in a dry run or on a cluster's
+    nodes), the largest dominant allocation of any study against the host's memory and, when the
+    steps compute on CUDA, the GPU's (device 0). host_bytes, gpu_bytes and cuda_available override
+    what the machine reports (tests).
+    """
+    environ = os.environ if environ is None else environ
+    device = (environ.get("FACTSTORE_DEVICE") or "auto").strip().lower()
+    if device not in ("auto", "cpu") and not CUDA_NAME.fullmatch(device):
+        return (f"factstore: FACTSTORE_DEVICE={device} is not a device name: use auto, cpu, cuda or cuda:N "
+                "(N the GPU's index)")
+    asked = gpu_requested(gpu_resource, environ)
+    if cuda_available is None and (asked or (device == "auto" and cuda_may_be_present())):
+        import torch
+
+        cuda_available = torch.cuda.is_available()
+        if cuda_available and gpu_bytes is None:
+            gpu_bytes = float(torch.cuda.get_device_properties(0).total_memory)
+    if asked and not cuda_available:
+        return (f"factstore: {asked} asks for a GPU, but torch has no CUDA here (torch's CPU build, or no GPU): "
+                "install torch's CUDA build (README, 'On a GPU'), or drop the GPU profile / set FACTSTORE_DEVICE=cpu")
+    terms = sorted(peak_terms(config), key=lambda term: term.bytes, reverse=True)
+    if not terms or not check_memory:
+        return None
+    host_bytes = host_memory_bytes() if host_bytes is None else host_bytes
+    if terms[0].bytes > host_bytes:
+        return terms[0].message(host_bytes, "host")
+    if cuda_available and device != "cpu" and gpu_bytes and terms[0].bytes > gpu_bytes:
+        return terms[0].message(gpu_bytes, "GPU")
+    return None
