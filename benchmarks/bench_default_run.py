@@ -5,8 +5,8 @@ Reads what a run leaves behind, and runs nothing itself:
   inputs, its wall time and CPU time (the step's own, and the whole process's: interpreter start
   and imports included, so their difference is the job's fixed cost). The process's CPU is read
   just before the outputs are written, so writing them (a figure's PNG and PDF) is not in it;
-  before stop 34 the interpreter's teardown after them (~1.2-1.8 CPU-s with torch loaded) was
-  not either, and now it is skipped (`factstore.__main__.exit_without_teardown`);
+  the interpreter's teardown after them (~1.2-1.8 CPU-s with torch loaded) is skipped
+  (`factstore.__main__.exit_without_teardown`), so it costs nothing;
 - optionally Snakemake's log of the run (`.snakemake/log/<date>.snakemake.log`): the run's wall
   time from its first to its last time stamp.
 

@@ -1,4 +1,4 @@
-"""Speed side by side with the papers' public code (issue 25, item 5): one thread, the same shapes.
+"""Speed side by side with the papers' public code: one thread, the same shapes.
 
     python benchmarks/bench_reference_code.py --hebbian-mlps PATH --attention-memorization PATH
     python benchmarks/bench_reference_code.py --quick          # small shapes, ~20 s
@@ -60,7 +60,7 @@ warm-up call; a step's time is (median of the long runs - median of the short ru
 between them), so set-up, data, builds and final evaluations cancel. Reference and project runs
 alternate within each repeat. The width search is timed whole (median of the repeats).
 torch.set_num_threads(threads) on both sides (default 1); the reference code's printing goes to
-/dev/null. The floors are issue 25's lower ends (measured there on one thread): GD step 1.3x,
+/dev/null. The floors are the lower ends of earlier measurements on one thread: GD step 1.3x,
 NTK width search 18x, usability update 29x, attention step 8x.
 
 Writes results/benchmarks/reference_code.json (with a provenance sidecar) and

@@ -28,7 +28,7 @@ from factstore.usability.training import TrainingSettings, batched_recall, build
 from common import peak_memory_mb, write_report
 
 # (d, F, NTK width): the default capacity experiment's largest F at its d (about its standalone
-# width at 99%), and the seed's d = 128 at F = 2^12.
+# width at 99%), and the paper's d = 128 at F = 2^12.
 SIZES = {"default": (128, 512, 4096), "paper": (128, 4096, 65536)}
 SETTINGS = {  # the default and paper configs' training protocols
     "default": TrainingSettings(learning_rate=0.01, weight_decay=0.1, batch_size=1024, eval_repeats=4),

@@ -8,19 +8,23 @@
 #
 #   benchmarks/gpu_check.sh            # report in results/gpu_check/ (REPORT=folder to change)
 #
+# The runs read the real data sets from FACTSTORE_DATA_MIRROR where it is set (an offline machine
+# needs it: export FACTSTORE_DATA_MIRROR=/path/to/mirror); without it they download them.
+#
 # Tolerances (benchmarks/gpu_compare.py): settings, seeds and integers found by a search equal;
 # floats within |cuda - cpu| <= 0.02 + 0.05 |cpu| (float32 rounds differently on CUDA, so
 # trained models drift; one point of accuracy or 5% of a fitted value at the smoke scale).
 # Exit status: 0 when both runs finished, every table agrees and no benchmark crashed (one cut
 # at its time cap is a timing, not a failure), else 1; the report says which. Record the result in docs/performance.md.
 set -uo pipefail
+# An absolute mirror path: the runs go in copies of the checkout elsewhere.
+if [ -n "${FACTSTORE_DATA_MIRROR:-}" ]; then export FACTSTORE_DATA_MIRROR="$(cd "$FACTSTORE_DATA_MIRROR" && pwd)"; fi
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 REPORT="${REPORT:-$ROOT/results/gpu_check}"
 BENCH_TIMEOUT="${BENCH_TIMEOUT:-25}"
 WORKFLOW_TIMEOUT="${WORKFLOW_TIMEOUT:-270}"
 CORES="$(nproc)"
-export FACTSTORE_DATA_MIRROR="${FACTSTORE_DATA_MIRROR:-$(cd .. && pwd)/shared/data}"
 export PYTHONUNBUFFERED=1
 mkdir -p "$REPORT"
 WORK="$(mktemp -d)"

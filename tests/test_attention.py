@@ -487,7 +487,7 @@ def test_residuals_tell_a_linear_law_with_an_intercept_from_sqrt_h(tmp_path):
 
 @pytest.mark.parametrize("sweep, claim", [("heads", "S4.heads-linear"), ("d_head", "S4.head-dim")])
 def test_a_budget_limited_capacity_makes_the_claim_untestable(tmp_path, sweep, claim):
-    """The gate (issue 24, revised 2026-12-04): a layer whose capacity 4x the steps raised by more
+    """The gate: a layer whose capacity 4x the steps raised by more
     than one grid step is read at 4x, and its claim is UNTESTABLE whether or not the smallest
     failure there was still gaining at the end (a model can stop gaining for a while and fit with
     more steps). Within one grid step the claim is testable; an unmeasured rise is untestable."""

@@ -1,5 +1,5 @@
-"""The claims registry holds exactly SPEC.md's ids; evaluation is PASS / FAIL / UNTESTABLE / NOT RUN, with
-margins in standard errors; the report groups the claims by work."""
+"""The claims registry holds exactly the ids docs/science.md states; evaluation is PASS / FAIL /
+UNTESTABLE / NOT RUN, with margins in standard errors; the report groups the claims by work."""
 
 from __future__ import annotations
 
@@ -11,22 +11,31 @@ import pandas as pd
 import pytest
 from hypothesis import given, strategies as st
 
-from factstore import claims, claims_report, run_comparison
+from factstore import claims, claims_report, registry_docs, run_comparison
 from factstore.code_dependencies import source_files
 from conftest import REPOSITORY, fresh_copy, run
 
-SPEC = REPOSITORY.parent / "shared" / "SPEC.md"
-
-
-def test_registry_has_exactly_the_spec_ids():
-    registry = claims.load_registry(REPOSITORY / "config/claims.yaml")
-    ids = [claim["id"] for claim in registry]
-    if not SPEC.exists():
-        pytest.skip("SPEC.md is not beside the repository")
-    spec_ids = re.findall(r"^\| (S\d\.[a-z0-9-]+) \|", SPEC.read_text(), flags=re.M)
-    assert len(spec_ids) == 34
-    assert set(spec_ids) <= set(ids)
+def test_the_registry_holds_exactly_the_claims_the_science_page_states():
+    """docs/science.md, the package's statement of the science, names every claim the registry
+    checks and no other (34, over the five works), and its generated sections are what the
+    registry gives (`python -m factstore docs` rewrites them)."""
+    ids = [claim["id"] for claim in claims.load_registry(REPOSITORY / "config/claims.yaml")]
+    stated = re.findall(r"^### (S\d\.[a-z0-9-]+)$", (REPOSITORY / "docs/science.md").read_text(), flags=re.M)
+    assert sorted(stated) == sorted(ids) and len(ids) == len(set(ids)) == 34
     assert {claim_id[:2] for claim_id in ids} == {"S0", "S1", "S2", "S3", "S4"}
+    assert registry_docs.stale(REPOSITORY) == [], "run `python -m factstore docs`"
+
+
+def test_the_generated_documents_follow_a_registry_change(tmp_path):
+    """A statement edited in the registry makes docs/science.md stale until `docs` rewrites it."""
+    for name in ("config/claims.yaml", "docs/science.md", *[f"docs/methods/{p.name}" for p in (REPOSITORY / "docs/methods").glob("*.md")]):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((REPOSITORY / name).read_text())
+    registry = tmp_path / "config/claims.yaml"
+    registry.write_text(registry.read_text().replace("statement: \"", "statement: \"EDITED ", 1))
+    assert registry_docs.stale(tmp_path) == [registry_docs.SCIENCE]
+    assert registry_docs.write(tmp_path) == [registry_docs.SCIENCE]
+    assert "EDITED " in (tmp_path / "docs/science.md").read_text() and registry_docs.stale(tmp_path) == []
 
 
 def _checked_metrics():
@@ -84,7 +93,7 @@ def test_duplicate_ids_are_rejected(tmp_path):
 def test_a_range_changed_without_a_revised_record_is_caught():
     claim = {"id": "X", "work": "w", "statement": "s", "scale": "paper", "result": "r.csv",
              "checks": [{"metric": "slope", "max": -0.4}],
-             "revised": [{"date": "2026-11-30", "previous_statement": "old", "reason": "SPEC revision",
+             "revised": [{"date": "2026-11-30", "previous_statement": "old", "reason": "statement revised",
                           "previous_checks": [{"metric": "slope", "min": -0.6, "max": -0.4}],
                           "checks": [{"metric": "slope", "max": -0.4}]}]}
     assert claims.unrecorded_range_changes([claim]) == []

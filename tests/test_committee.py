@@ -1,4 +1,4 @@
-"""Committee machines (SPEC S3, first half): forward passes, weight counts, solvers, capacities,
+"""Committee machines (S3, first half): forward passes, weight counts, solvers, capacities,
 the multi-output measures and the claim checks."""
 
 from __future__ import annotations

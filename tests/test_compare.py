@@ -162,3 +162,18 @@ def test_a_claims_json_path_is_a_run_too(tmp_path, good):
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip().endswith("0 of 2 claims changed (0 in status, 0 in value only).")
     assert [line.split()[0] for line in done.stdout.splitlines() if line.startswith("S")] == ["S1.a", "S1.b"]
+
+
+def test_changed_only_lists_the_claims_that_changed_and_counts_all(tmp_path, good):
+    other = make_run(tmp_path, "other", [record("S1.a", "PASS", 1.0), record("S1.b", "PASS", 0.9)])
+    done = subprocess.run([sys.executable, "-m", "factstore", "compare", "--changed-only", good, other],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("S1.")]
+    assert rows == ["S1.b"]
+    assert done.stdout.rstrip().endswith("1 of 2 claims changed (1 in status, 0 in value only).")
+
+
+def test_the_main_help_names_the_commands():
+    done = subprocess.run([sys.executable, "-m", "factstore", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "compare RUN_A RUN_B" in done.stdout and "factstore docs" in done.stdout

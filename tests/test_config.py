@@ -58,7 +58,7 @@ def test_bad_values_are_named(smoke, edit, message):
 
 
 def test_data_mirror_is_a_documented_key(smoke):
-    config.validate(copy.deepcopy(smoke) | {"data": smoke["data"] | {"mirror": "../shared/data"}}, "smoke.yaml")
+    config.validate(copy.deepcopy(smoke) | {"data": smoke["data"] | {"mirror": "/srv/data-mirror"}}, "smoke.yaml")
     config.validate(copy.deepcopy(smoke) | {"data": smoke["data"] | {"mirror": None}}, "smoke.yaml")
     with pytest.raises(config.ConfigError, match="data.mirror = 3: must be of type"):
         config.validate(copy.deepcopy(smoke) | {"data": smoke["data"] | {"mirror": 3}}, "smoke.yaml")

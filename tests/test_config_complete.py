@@ -1,4 +1,4 @@
-"""A config file is complete on its own (issue 26, item 3): nothing is inherited from
+"""A config file is complete on its own: nothing is inherited from
 config/config.yaml, which loads only when no --configfile is given, so what DVC tracks (the
 selected file's sections) is what runs."""
 

@@ -57,7 +57,7 @@ def test_the_gpu_profile_without_cuda_stops_the_workflow_in_one_line(tmp_path):
     """A real run (in a copy of the tree; its one target a cheap fetch, had the check not fired)
     stops before any job with one line; a dry run plans as usual."""
     copy = fresh_copy(tmp_path)
-    environment = {"FACTSTORE_DATA_MIRROR": str(MIRROR), "FACTSTORE_DEVICE": ""}
+    environment = {"FACTSTORE_DEVICE": ""} | ({"FACTSTORE_DATA_MIRROR": str(MIRROR)} if MIRROR else {})
     target = "runs/smoke/data/raw/book_authors.csv"
     done = run(sys.executable, "-m", "snakemake", "--cores", "1", target, "--configfile", SMOKE,
                "--profile", "workflow/profiles/gpu", cwd=copy, extra_env=environment, check=False)

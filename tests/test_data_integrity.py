@@ -52,6 +52,8 @@ def data_run(tmp_path_factory) -> Path:
     no network: train_wiki is not in the mirror, so FewRel falls back to val_wiki."""
     from conftest import MIRROR
 
+    if MIRROR is None:
+        pytest.skip("no data mirror: set FACTSTORE_DATA_MIRROR")
     if not (MIRROR / "hebbian-mlps" / "book_authors.csv").is_file():
         pytest.skip(f"no data mirror at {MIRROR}; set FACTSTORE_DATA_MIRROR")
     folder = tmp_path_factory.mktemp("data_run")

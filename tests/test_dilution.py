@@ -1,4 +1,4 @@
-"""Capacity per label (dilution study, SPEC S3 second half): archetype statistics, pruning masks
+"""Capacity per label (dilution study, S3 second half): archetype statistics, pruning masks
 that stay applied, BERT's MLM masking, the FewRel loader on the mirror's files, the BERT pipeline
 on a handful of paragraphs (checkpoint and resume included), the claim checks, the smoke figures."""
 
@@ -414,7 +414,7 @@ GATES_FAILING = {  # the unigram-stage BERT of the review, FewRel underfit, arch
     "bert_apt_margin_se": 3.5,
     "bert_apt_standard_error": 0.006,
     "bert_removal_drop_se": 0.5,
-    "archetype_samples_unresolved_settings": 4.0,  # stop 45: max dilution 0 at every samples-per-label setting
+    "archetype_samples_unresolved_settings": 4.0,  # max dilution 0 at every samples-per-label setting
 }
 
 
@@ -492,7 +492,7 @@ def test_summary_writes_every_metric_the_claims_and_gates_read(monkeypatch):
 
 
 def test_a_plateau_that_ends_before_the_first_diluted_rate_is_unresolved_not_independent(monkeypatch):
-    """Stop 45's archetypes: every samples-per-label setting falls off at the first diluted rate, so
+    """Archetypes where every samples-per-label setting falls off at the first diluted rate, so
     the kept ratio reads 1 (0 against 0); the gate makes the claim UNTESTABLE instead of PASS."""
     claim = _claim("S3.cpl-data-independent")
     for drop_at_first_rate, unresolved, status in ((True, 2, "UNTESTABLE"), (False, 0, "PASS")):

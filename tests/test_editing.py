@@ -23,7 +23,11 @@ from factstore.editing.protocol import (
 )
 from factstore.editing.training import LanguageTraining, evaluate, perplexity, train_language_model
 from factstore.editing.vocabulary import FactVocabulary
-from factstore.experiments.editing import METHOD_ORDER, baseline_settings, fraction_margins, markdown_table, method_table
+from factstore.editing.margins import Interval, margin_reading
+from factstore.experiments.editing import (
+    METHOD_ORDER, add_score_reading, baseline_settings, fraction_margins, markdown_table, method_table,
+)
+from factstore.metrics import MetricsTable
 from factstore.facts import spherical_embeddings
 from factstore.mlp.modules import GatedMLP, output_layer
 from conftest import SMOKE_DIR, assert_figures, claim_verdict
@@ -250,10 +254,52 @@ def test_swap_margins_take_the_best_baseline_with_an_interval_over_facts():
     assert "| swap | 0.02 | 200 |" in markdown_table(table)
 
 
+def score_reading_metrics(facts: pd.DataFrame) -> pd.DataFrame:
+    """The summary's harmonic-mean reading (`add_score_reading`) of hand-made outcomes."""
+    metrics = MetricsTable()
+    margins = {fraction: fraction_margins(group, seed=0)["score"] for fraction, group in facts.groupby("fraction")}
+    add_score_reading(metrics, margins, method_table(edits_for(facts), facts, seed=0))
+    return metrics.frame().set_index("metric")
+
+
 def swap_claim_metrics(facts: pd.DataFrame) -> dict:
     margins = [fraction_margins(group, seed=0) for _, group in facts.groupby("fraction")]
-    return {"lm_recall_seen": 0.99} | {f"swap_{name}_margin": min(m[name].value for m in margins)
-                                       for name in ("efficacy", "paraphrase", "specificity", "score")}
+    reading = score_reading_metrics(facts)["value"]
+    return ({"lm_recall_seen": 0.99} | {f"swap_{name}_margin": min(m[name].value for m in margins)
+                                        for name in ("efficacy", "paraphrase", "specificity", "score")}
+            | {name: float(reading[name]) for name in ("swap_score_margin_low", "best_baseline_score")})
+
+
+def test_a_margin_reads_ahead_only_when_its_whole_interval_lies_above_zero():
+    assert margin_reading(Interval(0.01, 0.002, 0.02, 0.004)) == "ahead"
+    assert margin_reading(Interval(0.0002, -0.0002, 0.0006, 0.0002)) == "tie"  # a positive point value: still a tie
+    assert margin_reading(Interval(0.0, 0.0, 0.0, 0.0)) == "tie"
+    assert margin_reading(Interval(-0.01, -0.02, -0.002, 0.004)) == "behind"
+
+
+def test_the_score_reading_names_ties_and_the_best_baseline_with_r_nf():
+    # swap one paraphrase fact in 200 ahead of ROME: a positive point margin whose interval reaches 0
+    reading = score_reading_metrics(facts_table(swap=(1.0, 0.9, 0.9), best_baseline=(1.0, 0.895, 0.9)))
+    detail = reading.loc["swap_score_margin_low", "detail"]
+    assert reading.loc["swap_score_margin_low", "value"] <= 0.0
+    assert "tie (swap" in detail and "best baseline rome" in detail and "r_NF 1.00" in detail
+    assert reading.loc["best_baseline_score", "value"] == pytest.approx(3 / (1 + 1 / 0.895 + 1 / 0.9))
+    assert {f"{name}_f{percent}" for name in ("swap_score_margin_low", "best_baseline_score")
+            for percent in (2, 10)} <= set(reading.index)
+
+
+def test_a_tie_on_the_harmonic_mean_is_not_best():
+    # the positive point margin passes the earlier point reading, but its interval reaches 0: FAIL below the ceiling
+    near_tie = swap_claim_metrics(facts_table(swap=(1.0, 0.9, 0.9), best_baseline=(1.0, 0.895, 0.9)))
+    assert near_tie["swap_score_margin"] > 0 and claim_verdict("S0.mlp-swap-best", near_tie) == "FAIL"
+    # identical outcomes (an interval [0, 0]) are a tie too
+    assert claim_verdict("S0.mlp-swap-best", swap_claim_metrics(facts_table(swap=(1.0, 0.8, 0.9)))) == "FAIL"
+    # at the ceiling (the best baseline's harmonic mean above 0.99) no method can show itself better: UNTESTABLE
+    ceiling = swap_claim_metrics(facts_table(swap=(1.0, 1.0, 1.0), best_baseline=(1.0, 1.0, 0.995)))
+    assert ceiling["best_baseline_score"] > 0.99 and claim_verdict("S0.mlp-swap-best", ceiling) == "UNTESTABLE"
+    # just below the ceiling with the whole interval above 0: best
+    room = swap_claim_metrics(facts_table(swap=(1.0, 1.0, 1.0), best_baseline=(1.0, 0.97, 0.99)))
+    assert room["best_baseline_score"] <= 0.99 and claim_verdict("S0.mlp-swap-best", room) == "PASS"
 
 
 def test_the_swap_claim_flips_when_a_baseline_beats_swap():

@@ -1,4 +1,4 @@
-"""The fact-storing MLP study (SPEC S0): its steps on tiny inputs, the fits, the searches, the
+"""The fact-storing MLP study (S0): its steps on tiny inputs, the fits, the searches, the
 folding of whitening into whole modules, and every figure from the smoke config's parameters."""
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def test_anisotropy_regime_step_is_the_anisotropy_step_at_every_kappa(tmp_path):
 @pytest.mark.parametrize("kappa", [30.0, 1000.0])
 def test_the_geometric_spectrum_lowers_rho_below_the_linspace_one(kappa):
     """The anisotropy sweep's geometric family: the requested condition number, and a lower
-    decodability rho(V) than the linspace family on the same draws (issue 23: linspace lowers rho
+    decodability rho(V) than the linspace family on the same draws (linspace lowers rho
     too little to rank methods by it)."""
     from factstore.facts import condition_number
 

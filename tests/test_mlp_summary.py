@@ -15,6 +15,7 @@ from factstore.experiments import mlp_summary
 from factstore.metrics import MetricsTable
 from factstore.mlp.encoder_decoder import gated_parameter_count
 from factstore.mlp.results import best_degree_rows, tidy_table
+from factstore.mlp.scaling import covering_bits, permutation_bits, target_bits
 
 REGISTRY = {claim["id"]: claim for claim in claims.load_registry(REPOSITORY / "config/claims.yaml")}
 D = 32
@@ -39,10 +40,13 @@ def anisotropy_frame(rows: list[dict], main_facts: list[int]) -> pd.DataFrame:
 
 
 def verdict(claim_id: str, frame: pd.DataFrame, only: str | None = None) -> str:
-    """The registry's verdict on `frame`; `only`: just the check of that metric."""
+    """The registry's verdict on `frame`; `only`: just the check of that metric, and the gates
+    whose metrics `frame` holds (those of the claim's other checks are left out)."""
     claim = REGISTRY[claim_id]
     if only is not None:
-        claim = claim | {"checks": [check for check in claim["checks"] if check["metric"] == only]}
+        written = set(frame.metric)
+        claim = claim | {"checks": [check for check in claim["checks"] if check["metric"] == only],
+                         "gates": [gate for gate in claim.get("gates", []) if gate["metric"] in written]}
     return claims.evaluate_claim(claim, {claim["result"]: frame}, "paper")["status"]
 
 
@@ -151,7 +155,7 @@ def test_ustar_capacity_ratio_reads_the_ustar_line_at_the_ntks_budget():
 
 def test_ustar_gain_counts_ustar_only_settings_as_lower_bounds():
     frame = anisotropy_frame(gain_rows({2.0: 1.5, 5.0: 1.5}, {10.0: 3.0, 30.0: 3.0, 100.0: 3.0}), [256])
-    assert value(frame, "ustar_gain_median_both_store") == pytest.approx(1.5)  # what the earlier metric saw
+    assert value(frame, "ustar_gain_median_both_store") == pytest.approx(1.5)  # the settings where both store
     assert value(frame, "ustar_gain_median") == pytest.approx(3.0)  # median of 1.5, 1.5, >= 3, >= 3, >= 3
     assert value(frame, "ustar_gain_median_upper") == math.inf  # three of five unbounded above
     assert value(frame, "ustar_stores_where_ntk_fails") == 3
@@ -242,14 +246,14 @@ def test_the_break_alternatives_read_a_3x_budget_and_the_next_smaller_f():
 
 def test_the_ntk_claims_read_the_d128_sweep_and_the_d32_sweep_is_reported_beside(tmp_path):
     """summary: the break and U* gain metrics come from anisotropy_regime (d = 128); the same
-    metrics of the d = 32 anisotropy sweep carry the suffix (issue 23: the NTK claims at d = 128)."""
+    metrics of the d = 32 anisotropy sweep carry the suffix (the NTK claims read d = 128)."""
     d32 = break_rows(10.0, 100.0)
     d128 = [r | {"experiment": "anisotropy_regime", "d": 128} for r in break_rows(100.0, 1000.0)]
     inputs = {}
     for name, rows in [("anisotropy_k1", d32), ("anisotropy_regime", d128)]:
         inputs[name] = tmp_path / f"{name}.csv"
         tidy_table(rows).to_csv(inputs[name], index=False)
-    params = {"bits_per_parameter_assumed": 2, "main_target": 1.0, "ntk_degrees": [2], "search": {"ntk_max_width": 10_000},
+    params = {"bits_per_parameter_assumed": 2, "main_target": 1.0, "ntk_degrees": [2], "search": {"ntk_max_width": 10_000, "resolution": 0.05},
               "anisotropy_facts": [512], "break_width_budget": 2.0}
     frame = mlp_summary.summary(params, inputs, None)["metrics"]
     assert value(frame, "ntk_break_kappa") == 100.0 and value(frame, "ntk_ustar_break_kappa") == 1000.0
@@ -309,7 +313,7 @@ def test_the_encoder_decoder_is_checked_on_its_d128_sweep():
     frame = robust_frame(robust_rows([256, 512]))
     assert value(frame, "robust_regime_n_facts") == 2
     assert value(frame, "robust_regime_cost_ratio_ed_gated") == pytest.approx(value(frame, "robust_cost_ratio_ed_gated"))
-    # the d = 32 sweep alone no longer decides the encoder-decoder's checks
+    # the d = 32 sweep alone does not decide the encoder-decoder's checks
     assert verdict("S0.others-robust", anisotropy_frame(robust_rows([256, 512]), [256, 512])) == "NOT RUN"
 
 
@@ -364,6 +368,46 @@ def test_rho_spearman_leaves_out_value_sets_at_the_code_size_cap():
     frame = anisotropy_frame(rho_rows(only_three, RHOS), [512])
     assert math.isnan(value(frame, "rho_spearman_ed_gated"))  # fewer than 3 uncapped value sets
     assert verdict("S0.rho-predicts", frame, only="rho_spearman_ed_gated") == "FAIL"
+
+
+def test_rho_range_ratio_reads_the_value_sets_ranked():
+    assert mlp_summary.rho_range_ratio(pd.Series([0.2, 0.5, 0.3])) == pytest.approx(2.5)
+    assert math.isnan(mlp_summary.rho_range_ratio(pd.Series([], dtype=float)))
+    sizes = {1.0: (8, 8), 10.0: (10, 10), 100.0: (14, 14), 1000.0: (D, D)}  # kappa = 1000 capped: left out
+    rhos = RHOS | {1000.0: (0.05, 0.05)}
+    frame = anisotropy_frame(rho_rows(sizes, rhos), [512])
+    assert value(frame, "rho_range_ratio_ed_gated") == pytest.approx(0.48 / 0.34)
+    assert value(frame, "rho_range_ratio_ed_gated_with_capped") == pytest.approx(0.48 / 0.05)
+
+
+def test_a_rho_rank_over_a_narrow_range_is_untestable():
+    sizes = {1.0: (7, 7), 10.0: (8, 8), 100.0: (14, 14), 1000.0: (20, 20)}
+    wide = anisotropy_frame(rho_rows(sizes, RHOS), [512])  # rho 0.48 to 0.21: ratio 2.3
+    assert value(wide, "rho_range_ratio_ed_gated") >= 1.5
+    assert verdict("S0.rho-predicts", wide, only="rho_spearman_ed_gated") == "PASS"
+    narrow_rhos = {1.0: (0.50, 0.50), 10.0: (0.46, 0.46), 100.0: (0.42, 0.42), 1000.0: (0.38, 0.38)}
+    narrow = anisotropy_frame(rho_rows(sizes, narrow_rhos), [512])  # the same ranking over 0.50 to 0.38: ratio 1.3
+    assert value(narrow, "rho_spearman_ed_gated") == pytest.approx(1.0)
+    assert verdict("S0.rho-predicts", narrow, only="rho_spearman_ed_gated") == "UNTESTABLE"
+
+
+def test_the_whitening_half_is_gated_on_its_own_rho_range():
+    def whitening_frame(rhos: list[float]) -> pd.DataFrame:
+        rows = [row("ed_gated", 256, math.nan, r, 1000.0 / (i + 1), rho=rho, d=384, experiment="whitening")
+                | {"alpha": alpha, "lipschitz": 1.0, "lipschitz_relative": 1.0}
+                for i, (alpha, rho) in enumerate(zip([0.0, 0.1, 0.2, 0.5, 1.0], rhos)) for r in range(2)]
+        metrics = MetricsTable()
+        mlp_summary._whitening_metrics(tidy_table(rows), metrics)
+        return metrics.frame()
+
+    narrow = whitening_frame([0.56, 0.60, 0.64, 0.68, 0.71])
+    assert value(narrow, "rho_spearman_whitening_ed_gated") == pytest.approx(1.0)
+    assert value(narrow, "rho_range_ratio_whitening_ed_gated") == pytest.approx(0.71 / 0.56)
+    assert verdict("S0.rho-predicts", narrow, only="rho_spearman_whitening_ed_gated") == "UNTESTABLE"
+    wide = whitening_frame([0.3, 0.4, 0.5, 0.6, 0.7])
+    assert verdict("S0.rho-predicts", wide, only="rho_spearman_whitening_ed_gated") == "PASS"
+    assert verdict("S0.rho-predicts", whitening_frame([0.7, 0.6, 0.5, 0.4, 0.3]),
+                   only="rho_spearman_whitening_ed_gated") == "FAIL"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -492,33 +536,118 @@ def test_gated_parameter_count_is_the_built_modules_count(n_facts, dim, code_siz
 # ---------------------------------------------------------------------------------------------
 
 
-def bound_frame(ratio: float, failing_fraction: float) -> pd.DataFrame:
-    """One gated-GD count at `ratio` x the 2-bit bound, its largest failing probe at
+def bound_frame(ratio: float, failing_fraction: float, target: float = 1.0, resolution: float = 0.05) -> pd.DataFrame:
+    """One gated-GD count at `ratio` x the 2-bit bound log2(F!) / 2, its largest failing probe at
     failing_fraction x its width; an NTK count (an exact search) far above the bound."""
     n_facts = 256
     bound = float(mlp_summary.information_bound(n_facts, 2.0))
     width = 1000
-    gd = row("gd_gated", n_facts, 1.0, 0, ratio * bound, width=width, experiment="capacity") | {
+    gd = row("gd_gated", n_facts, 1.0, 0, ratio * bound, width=width, experiment="capacity", target=target) | {
         "width_failing": failing_fraction * width, "bits_per_parameter": 1.0}
     ntk = row("ntk", n_facts, 1.0, 0, 10 * bound, width=5000, degree=2.0, experiment="capacity") | {
         "width_failing": 4999, "bits_per_parameter": 0.1}
     metrics = MetricsTable()
     measured = tidy_table([gd, ntk])
-    mlp_summary._information_bound_metrics(measured[measured.stored], 2.0, metrics)
+    mlp_summary._information_bound_metrics(measured[measured.stored], 2.0, metrics, resolution)
     return metrics.frame()
 
 
-def test_the_info_bound_is_decided_only_when_the_search_interval_does_not_straddle_it():
+def test_the_hard_line_is_decided_only_when_the_search_interval_does_not_straddle_it():
     certain = bound_frame(1.2, 0.95)  # (1.14, 1.2]: above the bound for certain
     assert value(certain, "info_bound_min_ratio") == pytest.approx(1.2)
     assert value(certain, "info_bound_min_ratio_lower") == pytest.approx(1.14)
-    assert value(certain, "info_bound_decided") == 1.0 and verdict("S0.info-bound", certain) == "PASS"
+    assert value(certain, "info_bound_decided") == 1.0
     straddling = bound_frame(1.0002, 0.96)  # (0.96, 1.0002]: the resolution decides, not the MLP
-    assert value(straddling, "info_bound_decided") == 0.0 and verdict("S0.info-bound", straddling) == "UNTESTABLE"
-    below = bound_frame(0.9, 0.85)  # a count below the bound: FAIL for certain
-    assert value(below, "info_bound_decided") == 1.0 and verdict("S0.info-bound", below) == "FAIL"
+    assert value(straddling, "info_bound_decided") == 0.0
+    below = bound_frame(0.9, 0.85)  # a count below the bound: decided
+    assert value(below, "info_bound_decided") == 1.0
     no_failing_probe = bound_frame(1.5, math.nan)  # stored at the first probe: the interval reaches down to 0
     assert value(no_failing_probe, "info_bound_min_ratio_lower") == 0.0
+    assert value(no_failing_probe, "info_bits_band_ratio_upper") == math.inf
+
+
+def test_the_covering_count_is_log2_factorial_without_errors_and_falls_with_them():
+    for n_facts in (1, 2, 7, 64, 1024):
+        assert covering_bits(n_facts, 0) == pytest.approx(permutation_bits(n_facts))
+        bits = covering_bits(n_facts, list(range(n_facts + 1)))
+        assert (bits >= 0).all()  # clipped where the count stops binding
+        assert (pd.Series(bits).diff().dropna() <= 1e-9).all()  # never rises with k
+        positive = bits[bits > 0]
+        assert (pd.Series(positive).diff().dropna() < 0).all()  # strictly falls while it binds
+    # by hand, F = 4, k = 1: log2 24 - log2 4 - log2 4 = log2(1.5)
+    assert covering_bits(4, 1) == pytest.approx(math.log2(1.5))
+
+
+def test_a_count_is_held_to_the_bits_of_the_target_it_was_searched_to():
+    assert target_bits(1024, 1.0) == pytest.approx(permutation_bits(1024))
+    assert target_bits(1024, 0.99) == pytest.approx(covering_bits(1024, 10))  # k = floor(10.24)
+    assert target_bits(100, 0.99) == pytest.approx(covering_bits(100, 1))  # 1 - 0.99 in floats is 0.01000...01
+    assert target_bits(10, 0.9) == pytest.approx(covering_bits(10, 1))  # and 1 - 0.9 is 0.0999...98
+    assert target_bits(1024, 0.99) < target_bits(1024, 1.0)
+    # the same count reads fewer bits per parameter at 0.99 than at 1.0
+    at_99, at_1 = bound_frame(0.99, 0.999, target=0.99), bound_frame(0.99, 0.999, target=1.0)
+    assert value(at_99, "info_bits_band_ratio") < value(at_1, "info_bits_band_ratio")
+    assert value(at_99, "info_bits_band_ratio_permutation") == pytest.approx(value(at_1, "info_bits_band_ratio"))
+    assert value(at_99, "info_bound_min_ratio") == pytest.approx(0.99)  # the hard line on log2 F!, unchanged
+    assert value(at_99, "info_bound_min_ratio_target") > 1.0  # the hard line on the target's bits
+
+
+def test_about_2_bits_is_a_band_as_wide_as_the_search_resolution():
+    assert mlp_summary.band_edge(2.0, 0.05) == pytest.approx(2 / 0.95)
+    assert mlp_summary.band_edge(2.0, 0.0) == 2.0
+    # a count at 2.05 bits per parameter (ratio 2 / 2.05 to the hard bound), its interval within 2% of W
+    inside = bound_frame(2 / 2.05, 0.98)
+    assert value(inside, "info_bits_per_parameter_max") == pytest.approx(2.05)
+    assert value(inside, "info_bits_band_ratio") == pytest.approx(2.05 * 0.95 / 2)
+    band = {"info_bits_seed_ratio": "info_bits_band_ratio", "info_bits_seed_decided": "info_bits_band_decided"}  # the declared alternative reading
+    assert value(inside, "info_bits_band_decided") == 1.0 and alternative_verdict("S0.info-bound", inside, band) == "PASS"
+    assert value(inside, "info_bits_band_ratio_hard") > 1.0  # past the hard line for certain
+    assert alternative_verdict("S0.info-bound", inside, {"info_bits_seed_ratio": "info_bits_band_ratio_hard",
+                                                         "info_bits_seed_decided": "info_bits_band_decided_hard"}) == "FAIL"
+    # the same count at an exact search (resolution 0): the band is the hard line
+    assert alternative_verdict("S0.info-bound", bound_frame(2 / 2.05, 0.98, resolution=0.0), band) == "FAIL"
+    # past the band for certain, and straddling its edge
+    past = bound_frame(2 / 2.3, 0.9)
+    assert value(past, "info_bits_band_decided") == 1.0 and alternative_verdict("S0.info-bound", past, band) == "FAIL"
+    straddling = bound_frame(2 / 2.08, 0.95)  # [2.08, 2.19) bits against the edge 2.105
+    assert value(straddling, "info_bits_band_decided") == 0.0
+    assert alternative_verdict("S0.info-bound", straddling, band) == "UNTESTABLE"
+    well_inside = bound_frame(1.2, 0.95)
+    assert value(well_inside, "info_bits_band_decided") == 1.0 and alternative_verdict("S0.info-bound", well_inside, band) == "PASS"
+
+
+def seeds_frame(bits_per_parameter: list[float], failing_fraction: float) -> pd.DataFrame:
+    """One gated-GD setting (F = 256, target 1) with one seed per entry holding that many bits
+    per parameter, each seed's largest failing probe at failing_fraction x its width."""
+    bound = float(mlp_summary.information_bound(256, 2.0))
+    rows = [row("gd_gated", 256, 1.0, seed, 2 / bits * bound, width=1000, experiment="capacity")
+            | {"width_failing": failing_fraction * 1000} for seed, bits in enumerate(bits_per_parameter)]
+    metrics = MetricsTable()
+    mlp_summary._information_bound_metrics(tidy_table(rows), 2.0, metrics, 0.05)
+    return metrics.frame()
+
+
+def test_about_2_bits_is_2_standard_errors_over_seeds():
+    """The claim's reading: no setting's mean over seeds exceeds 2 bits per parameter by more
+    than 2 standard errors; the search resolution decides it or the claim is UNTESTABLE."""
+    noisy = seeds_frame([2.05, 1.95], 0.99)  # mean 2.0, SE 0.05: 1.9 bits
+    assert value(noisy, "info_bits_seed_ratio") == pytest.approx(0.95)
+    assert verdict("S0.info-bound", noisy) == "PASS"
+    assert verdict("S0.info-bound", seeds_frame([2.30, 2.32], 0.99)) == "FAIL"  # 2.29 bits past 2 for certain
+    assert verdict("S0.info-bound", seeds_frame([2.05], 0.98)) == "FAIL"  # one seed carries no error
+    straddling = seeds_frame([1.99], 0.95)  # 1.99 bits at W, 2.09 at the interval's open end
+    assert value(straddling, "info_bits_seed_decided") == 0.0 and verdict("S0.info-bound", straddling) == "UNTESTABLE"
+
+
+def test_the_seed_mean_band_reads_the_average_count_of_each_setting():
+    n_facts, bound = 256, float(mlp_summary.information_bound(256, 2.0))
+    rows = [row("gd_gated", n_facts, 1.0, r, w * bound, width=100, experiment="capacity") | {"width_failing": 99}
+            for r, w in enumerate([0.9, 1.1])]
+    metrics = MetricsTable()
+    mlp_summary._information_bound_metrics(tidy_table(rows), 2.0, metrics, 0.05)
+    frame = metrics.frame()
+    assert value(frame, "info_bits_band_ratio") == pytest.approx(2 / 0.9 / mlp_summary.band_edge(2.0, 0.05))
+    assert value(frame, "info_bits_band_ratio_seed_mean") == pytest.approx(2 / 1.0 / mlp_summary.band_edge(2.0, 0.05))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,7 +684,7 @@ def whitening_regime_frame(rows: list[dict]) -> pd.DataFrame:
 ])
 def test_whitening_regime_reads_capacity_within_the_width_budget(accuracies, widths, expected):
     """The NTK at F >> d: F / W where every (alpha, seed) stores, else the facts recalled within
-    the width cap (issue 23: read at a fixed width budget), so the check flips with the trend."""
+    the width cap (read at a fixed width budget), so the check flips with the trend."""
     frame = whitening_regime_frame(whitening_regime_rows("ntk", accuracies, widths))
     assert verdict("S0.whitening-capacity", frame, only="whitening_regime_capacity_spearman_ntk") == expected
     assert value(frame, "whitening_regime_stored_fraction_ntk") == sum(w is not None for w in widths) / len(widths)

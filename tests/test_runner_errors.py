@@ -1,4 +1,4 @@
-"""Issue 26, items 6 and 8: no leftovers (checkpoint temporary files under the cleanup pattern,
+"""No leftovers (checkpoint temporary files under the cleanup pattern,
 stale sidecars), integers checked as integers, and every error the runner can name (no CUDA, no
 space, no permission, a bad table, an unsafe file) printed as one line naming the step and the
 file, exit 1, with no partial set of outputs."""

@@ -1,4 +1,4 @@
-"""Reliability of writes and runs (issue 10): the umask's mode, leftovers of killed writes,
+"""Reliability of writes and runs the umask's mode, leftovers of killed writes,
 diverging training reported in one line."""
 
 from __future__ import annotations

@@ -116,9 +116,9 @@ def test_a_paper_run_lives_in_runs_paper_and_the_default_run_at_the_top(workspac
 def test_each_scale_has_its_own_run_directory(workspace):
     """The smoke run never writes over the default run (nor the paper run over either), and the
     dilution pretraining's checkpoint, a path passed as a parameter, is inside its run too."""
-    smoke = planned_outputs(workspace, "--configfile", "config/smoke.yaml")
+    smoke = planned_outputs(workspace, "--forceall", "--configfile", "config/smoke.yaml")  # the session's smoke run may be done
     assert smoke and all(path.startswith("runs/smoke/") for path in smoke)
-    plan = snakemake("-n", "--nolock", "-p", "runs/smoke/results/dilution/pretrain_log_many.csv",
+    plan = snakemake("-n", "--nolock", "-p", "--forcerun", "dilution_pretrain", "runs/smoke/results/dilution/pretrain_log_many.csv",
                      "--configfile", "config/smoke.yaml", cwd=workspace).stdout
     assert "runs/smoke/results/dilution/checkpoints/pretrain_many.pt" in plan
     assert '"results/dilution/checkpoints' not in plan

@@ -1,4 +1,4 @@
-"""No pickle anywhere (issue 26, item 2): saved models and checkpoints hold only tensors and plain
+"""No pickle anywhere: saved models and checkpoints hold only tensors and plain
 data, load with torch.load(weights_only=True), and a planted `__reduce__` payload is refused with
 UnsafeFile naming the file, before it runs."""
 

@@ -1,4 +1,4 @@
-"""Issue 26, item 4: no silent nonsense from in-range settings. Adam learning rates (and the
+"""No silent nonsense from in-range settings. Adam learning rates (and the
 editing target optimisation's) are capped at 1; a capacity search whose every probe fails and a
 training that ends far from its target are reported in the job's log, the sidecars and the
 claims' notes; the editing v* optimisation stops on a non-finite loss."""

@@ -1,4 +1,4 @@
-"""Tests of the NTK study's library, factstore.tangent_kernel (SPEC S2): kernels, linearised dynamics,
+"""Tests of the NTK study's library, factstore.tangent_kernel (S2): kernels, linearised dynamics,
 and the power-law fit its summary uses (factstore.statistics.power_law_fit)."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_empirical_ntk_cross_kernel_and_chunking_agree_with_gram():
 
 
 def test_analytic_ntk_matches_empirical_at_large_width():
-    """Checks SPEC's normalisation: at n = 2^14 the relative Frobenius error is ~1e-2."""
+    """Checks S2's normalisation: at n = 2^14 the relative Frobenius error is ~1e-2."""
     x = tangent_kernel.sphere_inputs(24, 8, _generator(0))
     model = tangent_kernel.TwoLayerReLU(8, 2**14, _generator(1))
     empirical = tangent_kernel.empirical_ntk(model, tangent_kernel.network_params(model), x)

@@ -52,7 +52,7 @@ def test_dry_run_of_figures_resolves(workspace, config):
 
 
 def test_the_d128_regime_figure_is_part_of_figures(workspace):
-    """mlp_seed_regime (the ntk_regime and robust_regime sweeps at d = 128, issue 23) is drawn by
+    """mlp_seed_regime (the ntk_regime and robust_regime sweeps at d = 128) is drawn by
     the `figures` target at the default scale."""
     done = snakemake("-n", "--nolock", "figures", "--configfile", "config/config.yaml", cwd=workspace)
     output = done.stdout + done.stderr

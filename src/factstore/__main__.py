@@ -17,6 +17,10 @@ permission error are reported in one line naming the step and the file), 2 a bad
 measured values) and what changed, under each run's scale, config file and commit as its own files
 record them (factstore.run_comparison); a run is a run directory ('.', 'runs/paper') or a
 claims.json; one that is not a claims report is refused in one line, exit status 2.
+
+`python -m factstore docs [--check]` rewrites (or checks) the documentation generated from the
+claims registry: docs/science.md's claims and each method note's declared choices
+(factstore.registry_docs).
 """
 
 from __future__ import annotations
@@ -241,13 +245,14 @@ def compare(argv: list[str]) -> int:
                                      description="the claims of two runs side by side, and what changed")
     parser.add_argument("run_a", help="a run directory ('.', runs/paper) or its results/claims.json")
     parser.add_argument("run_b", help="the run to compare it with")
+    parser.add_argument("--changed-only", action="store_true", help="list only the claims whose status or values changed")
     args = parser.parse_args(argv)
     # Imported by name, as the steps are: an import statement here would make the claims code a
     # code input of every rule (factstore.code_dependencies reads this file's imports), so that
     # editing how a claim is judged would rerun every study instead of the claims report alone.
     run_comparison = importlib.import_module("factstore.run_comparison")
     try:
-        text = run_comparison.compare_runs(args.run_a, args.run_b)
+        text = run_comparison.compare_runs(args.run_a, args.run_b, args.changed_only)
     except run_comparison.RunError as error:
         print(f"factstore: error: {error}", file=sys.stderr)
         return 2
@@ -255,11 +260,32 @@ def compare(argv: list[str]) -> int:
     return 0
 
 
+def docs(argv: list[str]) -> int:
+    """`docs [--check]`: rewrite the documents generated from config/claims.yaml (exit 0), or with
+    --check list those that differ from it (exit 1 when any does)."""
+    parser = argparse.ArgumentParser(prog="python -m factstore docs",
+                                     description="the documentation generated from config/claims.yaml")
+    parser.add_argument("--check", action="store_true", help="only list the documents that differ from the registry")
+    args = parser.parse_args(argv)
+    registry_docs = importlib.import_module("factstore.registry_docs")  # by name: see compare
+    root = Path.cwd()
+    paths = registry_docs.stale(root) if args.check else registry_docs.write(root)
+    for path in paths:
+        print(f"{'differs from config/claims.yaml' if args.check else 'rewritten'}: {path}")
+    return 1 if args.check and paths else 0
+
+
+COMMANDS = {"compare": compare, "docs": docs}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["compare"]:
-        return compare(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m factstore", description=__doc__.split("\n\n")[0])
+    if argv[:1] and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="python -m factstore", description=__doc__.split("\n\n")[0],
+        epilog="other commands: `python -m factstore compare RUN_A RUN_B` (two runs' claims side by side), "
+               "`python -m factstore docs [--check]` (the documentation generated from config/claims.yaml)")
     parser.add_argument("step", help="experiment step, MODULE.FUNCTION inside factstore.experiments")
     parser.add_argument("--params", default="{}", help="JSON object of parameters, or @file.json")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=PATH")

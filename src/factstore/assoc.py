@@ -1,4 +1,4 @@
-"""Linear associative memory (SPEC S1; Giorlandino, Goldt, Maillard, arXiv 2605.10795).
+"""Linear associative memory (S1; Giorlandino, Goldt, Maillard, arXiv 2605.10795).
 
 p input embeddings e_mu and p output embeddings u_mu in R^d, i.i.d. N(0, I/d). A matrix W stores
 fact mu when argmax_rho u_rho^T W e_mu = mu. The load is alpha = p ln p / d^2; the optimal W
@@ -183,7 +183,7 @@ def train_optimal(
 def _loss_and_gradient(
     weights: Tensor, inputs: Tensor, outputs: Tensor, chunk_size: int
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Per seed (S,): the cross-entropy summed over the seed's facts / p (its mean loss) and the
+    """Per seed (S,): the cross-entropy summed over that seed's facts / p (its mean loss) and the
     facts recalled; and d (sum over seeds of the mean loss) / dW, shape (S, d, d).
 
     weights: (S, d, d); inputs: (S, p, d); outputs: (S, p, d), or (S, p, p, d) decoupled.
@@ -279,7 +279,7 @@ def extrapolate_capacity(capacities: np.ndarray, facts_at_capacity: np.ndarray) 
 def spectrum_load(capacity: pd.DataFrame, spectra: pd.DataFrame, problem: str, d: int, kappa: float) -> float:
     """The grid load closest to (at or below) the measured capacity: 'the optimal W at capacity'.
 
-    The capacity is the seed's (criterion 'all': every fact stored in at least half the seeds)
+    The capacity is the paper's (criterion 'all': every fact stored in at least half the seeds)
     when the table has a criterion column."""
     row = capacity[(capacity.method == "trained") & (capacity.problem == problem) & (capacity.d == d) & (capacity.rank_fraction == kappa)]
     if "criterion" in row:

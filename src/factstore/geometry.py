@@ -1,4 +1,4 @@
-"""Decodability of a value set and its margin-optimal targets U* (SPEC S0).
+"""Decodability of a value set and its margin-optimal targets U* (S0).
 
 For value i, with unit differences d_ij = (v_i - v_j) / ||v_i - v_j||,
 

@@ -182,17 +182,19 @@ def _wrap_values(which: str, measured: str) -> list[str]:
 
 
 def comparison_lines(name_a: str, before: list[Record], description_a: dict[str, Any],
-                     name_b: str, after: list[Record], description_b: dict[str, Any]) -> list[str]:
+                     name_b: str, after: list[Record], description_b: dict[str, Any],
+                     changed_only: bool = False) -> list[str]:
     """The comparison: each run's counts and what its files record, one row per claim (both
-    statuses and what changed, the measured values indented below where they differ) and the count
-    of changes."""
+    statuses and what changed, the measured values indented below where they differ; with
+    `changed_only`, the claims that changed alone) and the count of changes."""
     lines = [f"A = {name_a}: {claims_report.count_line(before)}", *description_lines("A", description_a),
              f"B = {name_b}: {claims_report.count_line(after)}", *description_lines("B", description_b)]
     scales_a, scales_b = set(description_a["scales"].values()), set(description_b["scales"].values())
     if len(scales_a) == len(scales_b) == 1 and scales_a != scales_b:  # each run's files agree on one
         scale_a, scale_b = scales_a.pop(), scales_b.pop()
         lines += _wrap(f"A and B ran at different scales ({scale_a}, {scale_b}): a change may be a scale effect.", "")
-    rows = claims_report.changes(before, after)
+    every_row = claims_report.changes(before, after)
+    rows = [row for row in every_row if row["changed"]] if changed_only else every_row
     table = [["id", "A: status", "B: status", "changed"]]
     table += [[r["id"], r["status_a"], r["status_b"], r["changed"]] for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
@@ -202,15 +204,16 @@ def comparison_lines(name_a: str, before: list[Record], description_a: dict[str,
         row = rows[number - 1] if number else None
         if row and row["measured_a"] != row["measured_b"]:
             lines += _wrap_values("A", row["measured_a"]) + _wrap_values("B", row["measured_b"])
-    changed = [r for r in rows if r["changed"]]
+    changed = [r for r in every_row if r["changed"]]
     statuses = sum(r["changed"] == "status" for r in changed)
     values = sum(r["changed"] == "value" for r in changed)
-    lines += ["", f"{len(changed)} of {len(rows)} claims changed ({statuses} in status, {values} in value only)."]
+    lines += ["", f"{len(changed)} of {len(every_row)} claims changed ({statuses} in status, {values} in value only)."]
     return lines
 
 
-def compare_runs(run_a: str, run_b: str) -> str:
+def compare_runs(run_a: str, run_b: str, changed_only: bool = False) -> str:
     """The comparison text of two runs; RunError (one line) when either is not a claims report."""
     before, after = load_records(run_a), load_records(run_b)
-    lines = comparison_lines(run_a, before, describe(run_a, before), run_b, after, describe(run_b, after))
+    lines = comparison_lines(run_a, before, describe(run_a, before), run_b, after, describe(run_b, after),
+                             changed_only)
     return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""The neural tangent kernel of a two-layer ReLU network, finite and infinite width (SPEC S2).
+"""The neural tangent kernel of a two-layer ReLU network, finite and infinite width (S2).
 
 The network, in NTK parameterisation, with every weight drawn i.i.d. N(0, 1):
 
@@ -8,14 +8,14 @@ Its empirical NTK is Theta_emp(x, x') = <d f(x) / d theta, d f(x') / d theta>, s
 layers. `empirical_ntk` computes it with torch.func (vmap of jacrev over the parameters through
 functional_call, then a contraction of the Jacobians); `analytic_ntk` is its n -> infinity limit.
 
-Derivation of the limit (it confirms SPEC's formula and constants; no change was needed). With
+Derivation of the limit (it confirms S2's formula and constants). With
 u = w.x / sqrt(d), u' = w.x' / sqrt(d) jointly Gaussian, E u^2 = q11 = x.x/d, E u u' = q12 = x.x'/d:
 - the a-gradients are relu(u_i) / sqrt(n), so their part of Theta is the average over units of
   relu(u_i) relu(u'_i) -> E relu(u) relu(u') = kappa1 = sqrt(q11 q22) / (2 pi) (sin t + (pi - t) cos t),
   t = arccos(q12 / sqrt(q11 q22)) (the degree-1 arc-cosine kernel, Cho and Saul 2009);
 - the W-gradients are a_i relu'(u_i) x / sqrt(n d), so their part is the average of
   a_i^2 1[u_i > 0] 1[u'_i > 0] (x.x'/d) -> E[a^2] P(u > 0, u' > 0) q12 = q12 (pi - t) / (2 pi).
-So Theta(x, x') = kappa1 + (x.x'/d) (pi - t) / (2 pi), exactly SPEC's formula, for N(0, 1) weights
+So Theta(x, x') = kappa1 + (x.x'/d) (pi - t) / (2 pi), exactly S2's formula, for N(0, 1) weights
 in both layers (a different init variance of `a` would scale the second term by E a^2). Both terms
 are averages over n i.i.d. units, so at initialisation ||Theta_emp - Theta||_F ~ n^{-1/2}; the tests
 check the normalisation numerically at n = 2^14 (relative Frobenius error ~ 1e-2).

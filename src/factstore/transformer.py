@@ -1,4 +1,4 @@
-"""A one-layer Transformer with a frozen fact-storing MLP in its MLP slot (SPEC S0 "Usability").
+"""A one-layer Transformer with a frozen fact-storing MLP in its MLP slot (S0 "Usability").
 
 nanoGPT-style and small enough to read in one sitting; the usability study trains it on the
 `<junk> key <junk> Q value` task (factstore.usability); the language-model study
@@ -135,7 +135,7 @@ TABLE_ATTENTION_MAX_RATIO = 48
 
 def projection_mlp(dim: int, hidden: int) -> nn.Sequential:
     """LayerNorm -> Linear(d, hidden) -> GELU -> Linear(hidden, d): a query or key map that is a
-    small MLP (the language-model study's choice, SPEC S0 "Language modelling")."""
+    small MLP (the language-model study's choice, S0 "Language modelling")."""
     return nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
 
 

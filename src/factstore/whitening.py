@@ -1,10 +1,10 @@
-"""ZCA whitening of embeddings and its exact folding into an MLP (SPEC S0 "whitening").
+"""ZCA whitening of embeddings and its exact folding into an MLP (S0 "whitening").
 
 For embeddings E (F, d) with second moment Sigma = E^T E / F + eps I = Q Lambda Q^T, the ZCA
 transform of strength alpha in [0, 1] is W_alpha = Q Lambda^{-alpha/2} Q^T (alpha = 0: identity,
 alpha = 1: full ZCA). Whitened embeddings are E W_alpha (row e -> W e,
 W symmetric). Two project choices, both written down here:
-- No centring. Sigma is the uncentred second moment, as in SPEC, because (i) a linear map folds
+- No centring. Sigma is the uncentred second moment, as in S0, because (i) a linear map folds
   exactly into the bias-free linear layers of the MLPs while a mean shift would not, and (ii)
   for values a common shift changes no decoded fact anyway (<y, v_j - mu> = <y, v_j> - <y, mu>,
   the second term is the same for every j), while for real embeddings the large shared mean
@@ -13,7 +13,7 @@ W symmetric). Two project choices, both written down here:
   keeps the mean squared row norm, ||E W||_F = ||E||_F. Without it, full whitening of unit
   keys in d = 128 gives rows of norm ~sqrt(d) ~ 11, so a whitening sweep would also be an input
   scale sweep for the MLP's nonlinearity. A positive scalar changes no direction, no angle, no
-  condition number and no decoded fact; pass preserve_scale=False for the literal SPEC matrix.
+  condition number and no decoded fact; pass preserve_scale=False for the literal S0 matrix.
 
 Folding. An MLP g_w built on whitened keys K W_k and whitened values V W_v (decoded by dot
 product against V W_v) is turned into an MLP g that reads and writes the ORIGINAL basis:

@@ -1,4 +1,4 @@
-# Linear associative memory (SPEC S1): Hebbian vs trained W, original vs decoupled, rank-constrained.
+# Linear associative memory (S1): Hebbian vs trained W, original vs decoupled, rank-constrained.
 #
 # The worked example of a study's rules (docs/ARCHITECTURE.md): computation rules that each run one
 # step of factstore.experiments.assoc, a summary rule that writes the metrics the claims read, and
@@ -66,8 +66,8 @@ rule assoc_rank:
     wildcard_constraints:
         kappa=r"[0-9.]+",
         d=r"\d+",
-    # the head of the chain assoc_rank -> assoc_rank_check (~350 CPU-s): stop 47's run began that
-    # chain at minute 53 of 64 and ended on it, one core idle for its last ~4 minutes. Priority 5,
+    # the head of the chain assoc_rank -> assoc_rank_check (~350 CPU-s): without a priority a
+    # default run can begin that chain late and end on it, a core idle meanwhile. Priority 5,
     # below the longest chain's 10 (fetch_wikipedia); Snakemake does not pass it to the jobs waited for
     priority: 5
     input:

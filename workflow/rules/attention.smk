@@ -1,4 +1,4 @@
-# Multi-head attention memorisation (SPEC S4): capacity vs heads H, context size n, head dim d_h.
+# Multi-head attention memorisation (S4): capacity vs heads H, context size n, head dim d_h.
 # One capacity search per distinct (context kind, layer shape): sweep points that meet share a job.
 
 ATTENTION = config["attention"]

@@ -1,4 +1,4 @@
-# The claims report: every claim of SPEC.md's table, PASS / FAIL / UNTESTABLE / NOT RUN with its
+# The claims report: every claim of config/claims.yaml, PASS / FAIL / UNTESTABLE / NOT RUN with its
 # measured values (json: a list of records, what `python -m factstore compare` reads; md and html:
 # the report a reader reads, the html in the Snakemake report; summary: counts per status; metrics:
 # {claim id: {metric: value}}, DVC's metric; csv: one row per claim).

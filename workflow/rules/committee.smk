@@ -1,4 +1,4 @@
-# Committee machines (SPEC S3, first half): capacity per weight of tree committee machines (K = 1,
+# Committee machines (S3, first half): capacity per weight of tree committee machines (K = 1,
 # 3, 5; several N and an extrapolation in 1/N), depth (a second hidden layer; fully connected
 # machines with 1-3 hidden layers), and many outputs with a finite training error.
 #

@@ -37,7 +37,7 @@ rule fetch_file:
 
 
 rule fetch_fewrel:
-    priority: 10  # FewRel's data joins the longest chain at dilution_fewrel (see fetch_wikipedia): stop 40's run began it at minute 38
+    priority: 10  # FewRel's data joins the longest chain at dilution_fewrel (see fetch_wikipedia), so it starts early
     output:
         relations="data/raw/fewrel_relations.json",
         report="data/raw/fewrel_relations.json.source.json",

@@ -1,4 +1,4 @@
-# Capacity per label (SPEC S3, second half): max dilution of the archetype toy model, of a small
+# Capacity per label (S3, second half): max dilution of the archetype toy model, of a small
 # BERT pretrained by masked LM on two Wikipedia subsets, and of BERT-1 fine-tuned on FewRel.
 #
 # Follows workflow/rules/assoc.smk: computation rules running steps of
@@ -55,9 +55,9 @@ rule dilution_pretrain:
     wildcard_constraints:
         subset="few|many",
     # pretraining (~230-430 CPU-s) -> FewRel (~350-500) ends the run's longest chain, which starts at
-    # fetch_wikipedia (every link has priority 10): stop 38's run began the pretraining at minute 66
-    # of 81, one core idle for the last ~8 minutes; stop 39's (priority on these two rules only) at
-    # minute 22, when prepare_wikipedia first ran
+    # fetch_wikipedia (every link has priority 10): without the priority a default run begins the
+    # pretraining near its end, a core idle meanwhile; with it the pretraining starts as soon as
+    # prepare_wikipedia has run
     priority: 10
     input:
         paragraphs=DATA_TABLES["wikipedia_paragraphs"],

@@ -1,5 +1,5 @@
 # A language model that reads facts from a frozen fact-storing MLP, and fact editing
-# (SPEC S0 "Language modelling and fact editing").
+# (S0 "Language modelling and fact editing").
 #
 # One training job (facts, tokenizer, fact expert, the language model), one editing job per
 # edit fraction (MLP swap, ROME, MEMIT, AlphaEdit on the same disjoint test blocks, each baseline

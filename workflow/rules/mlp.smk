@@ -1,7 +1,7 @@
-# Fact-storing MLPs (SPEC S0): capacity scaling (Fig. 7), anisotropy (Fig. 5), whitening of real
+# Fact-storing MLPs (S0): capacity scaling (Fig. 7), anisotropy (Fig. 5), whitening of real
 # MiniLM embeddings with the Lipschitz constant. Jobs: MiniLM embeddings once; one capacity search
 # job per method (all F, seeds, targets); one anisotropy job per kappa and one whitening job per
-# alpha (all methods, sharing the U* solve of their value set); the sweeps at the seed's d = 128
+# alpha (all methods, sharing the U* solve of their value set); the sweeps at the paper's d = 128
 # (the NTK's capacity, the NTK's and the encoder-decoder's kappa sweeps) and the whitening sweep
 # at F >> d one job each.
 
@@ -64,7 +64,7 @@ rule mlp_capacity:
 
 
 rule mlp_ntk_regime:
-    """The NTK's capacity at the seed's d = 128 (S0.ntk-stores); the one-pass unit-prefix search."""
+    """The NTK's capacity at the paper's d = 128 (S0.ntk-stores); the one-pass unit-prefix search."""
     output:
         table="results/mlp/ntk_regime/{method}.csv",
     wildcard_constraints:
@@ -83,7 +83,7 @@ rule mlp_ntk_regime:
 
 
 rule mlp_robust_regime:
-    """The encoder-decoder's kappa sweep at the seed's d = 128 (S0.others-robust); closed forms."""
+    """The encoder-decoder's kappa sweep at the paper's d = 128 (S0.others-robust); closed forms."""
     output:
         table="results/mlp/robust_regime.csv",
     input:
@@ -100,7 +100,7 @@ rule mlp_robust_regime:
 
 
 rule mlp_anisotropy_regime:
-    """The NTK methods' kappa sweep at the seed's d = 128 (S0.ntk-anisotropy-breaks, S0.ntk-ustar-gain)."""
+    """The NTK methods' kappa sweep at the paper's d = 128 (S0.ntk-anisotropy-breaks, S0.ntk-ustar-gain)."""
     output:
         table="results/mlp/anisotropy_regime.csv",
     input:
@@ -162,7 +162,7 @@ rule mlp_whitening:
 
 
 rule mlp_whitening_regime:
-    """The whitening sweep at F >> d (S0.whitening-capacity in the seed's regime): every alpha, the
+    """The whitening sweep at F >> d (S0.whitening-capacity in the paper's regime): every alpha, the
     MiniLM facts on their top d principal directions."""
     output:
         table="results/mlp/whitening_regime.csv",

@@ -1,4 +1,4 @@
-# Neural tangent kernel (SPEC S2): empirical vs analytic NTK, lazy training, linearised dynamics,
+# Neural tangent kernel (S2): empirical vs analytic NTK, lazy training, linearised dynamics,
 # kernel-regression scaling law. One training job per width; the rest are single cheap jobs.
 
 NTK = config["ntk"]

@@ -1,4 +1,4 @@
-# Usability of fact-storing MLPs inside a Transformer (SPEC S0 "Usability inside a Transformer").
+# Usability of fact-storing MLPs inside a Transformer (S0 "Usability inside a Transformer").
 #
 # One capacity job per method (the smallest MLP a Transformer can read, searched from the
 # method's standalone capacity, which comes from the fact-storing-MLP study: a rule input, not

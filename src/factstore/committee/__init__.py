@@ -1,4 +1,4 @@
-"""Capacity per weight of committee machines (SPEC S3, first half; seed 003, Physica A, Kanter group).
+"""Capacity per weight of committee machines (S3, first half; the paper: Physica A, Kanter group).
 
 Modules, one concept each:
 - `patterns`: random +-1 patterns and labels, batched over instances, with a mask for padding.

@@ -1,4 +1,4 @@
-"""Runs of the embedding experiment of the committee-machine study (SPEC S3, first half: capacity
+"""Runs of the embedding experiment of the committee-machine study (S3, first half: capacity
 per weight): one architecture and solver over several N and loads, all instances of one N in one
 batch, as a table. The solver is passed in, so that each solver family's step module
 (experiments/committee_backprop.py, committee_least_action.py, committee_lp.py) imports its own

@@ -7,10 +7,10 @@ when P is above the single-output capacity the net cannot embed everything: it i
 its training accuracy (the fraction of the P O output bits the sign net gets right) saturates.
 The paper reports saturation after ~3000 epochs and an accuracy above chance falling like O^-0.9.
 
-Three readings of "accuracy falls as a power law in O" are measured, the seed being ambiguous:
-the bit accuracy above chance (acc - 1/2, the one SPEC names and the claim checks); the
+Three readings of "accuracy falls as a power law in O" are measured, the paper being ambiguous:
+the bit accuracy above chance (acc - 1/2, the one the claim names and checks); the
 finite-error capacity per weight, counting the information the net stores, P O (1 - H2(1 - acc))
-bits per weight (H2 the binary entropy; P O / W at zero error; the project's choice, the seed
+bits per weight (H2 the binary entropy; P O / W at zero error; the project's choice, the paper
 defines none); and the accuracy of the O-bit labels, the fraction of patterns whose every output
 bit is right. The hidden units' beta is annealed geometrically as in back-propagation.
 """

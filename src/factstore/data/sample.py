@@ -3,8 +3,8 @@
 The Goodreads table is a bijection of strings, but not of what MiniLM reads: its tokenizer
 lowercases, strips accents and splits on whitespace, so "Rosemary  Harris" (two spaces) and
 "Rosemary Harris" are two authors of the table with one embedding. No model can store both facts,
-and a capacity measured on such a sample says nothing about the construction (issue 23: the
-F = 2,048 sample held that pair). A sample therefore draws rows as before and replaces every
+and a capacity measured on such a sample says nothing about the construction (an
+F = 2,048 sample can hold such a pair). A sample therefore draws rows as before and replaces every
 row whose key or value collides with a row already kept by fresh seeded draws.
 """
 

@@ -1,1 +1,1 @@
-"""Language modelling with a fact-storing MLP expert, and fact editing (SPEC S0 "Language modelling and fact editing")."""
+"""Language modelling with a fact-storing MLP expert, and fact editing (S0 "Language modelling and fact editing")."""

@@ -31,6 +31,17 @@ class Interval:
         return f"{self.value:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
 
 
+def margin_reading(margin: Interval) -> str:
+    """How a margin (swap - best baseline) reads: 'ahead' when its whole interval lies above 0,
+    'behind' when it lies below 0, else 'tie' (an interval that reaches 0 does not separate the
+    methods, whatever the sign of the point value)."""
+    if margin.low > 0:
+        return "ahead"
+    if margin.high < 0:
+        return "behind"
+    return "tie"
+
+
 def swap_margin(scores: np.ndarray) -> float:
     """scores (M,), column 0 MLP swap's and the others the baselines': swap - the best baseline."""
     return float(scores[0] - np.max(scores[1:]))

@@ -1,4 +1,4 @@
-"""The language model that reads facts from a frozen fact-storing MLP (SPEC S0 "Language modelling").
+"""The language model that reads facts from a frozen fact-storing MLP (S0 "Language modelling").
 
 One Transformer layer, one head, built from the pieces of factstore.transformer. For token ids
 (B, T) of a templated sentence ("[CLS] The author of <book> is <author>"):

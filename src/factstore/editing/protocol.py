@@ -19,7 +19,7 @@ on the fact expert's output projection W (the "edit layer"), with
 Every fact's edit sentence is a seen template drawn at random per fact (`edit_templates`), the
 follow-up code's protocol; the editors are given that sentence only.
 
-Scores (the standard names; the seed's summary swaps efficacy and specificity, SPEC S0), first
+Scores (the standard names; the paper's summary swaps efficacy and specificity), first
 per fact (`fact_outcomes`), then averaged (`summarise_outcomes`): efficacy = recall of the NEW
 author of an edited fact on its edit sentence; paraphrase = the same through the other SEEN
 templates (the follow-up code's paraphrase: rephrasings the model was trained on, so it measures

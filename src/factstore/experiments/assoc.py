@@ -1,4 +1,4 @@
-"""Experiment steps of the linear-associative-memory study (SPEC S1).
+"""Experiment steps of the linear-associative-memory study (S1).
 
 Rules in workflow/rules/assoc.smk call these through `python -m factstore assoc.<step>`.
 """
@@ -163,7 +163,7 @@ def capacities(curves: pd.DataFrame, threshold: float, keys: list[str]) -> pd.Da
 
 
 def perfect_storage_capacities(curves: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """The capacity of the seed (SPEC S1, criterion 'all'): per group, the load up to which at least
+    """The capacity of the paper (S1, criterion 'all'): per group, the load up to which at least
     half of the seeds store ALL facts (accuracy 1), interpolated where that fraction crosses 1/2
     between grid loads. nan when the grid's smallest load already fails or its largest still stores."""
     perfect = curves.assign(accuracy=(curves["accuracy"] >= 1.0).astype(float))
@@ -174,7 +174,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     """Capacities, spectra statistics and the metrics the S1 claims are checked against.
 
     inputs: hebbian=..., trained_*=..., spectra_*=..., rank_check=... ; params: capacity_accuracy,
-    spectrum_d, rank_d, rank_alphas. The capacity is the seed's (criterion 'all': at least half of
+    spectrum_d, rank_d, rank_alphas. The capacity is the paper's (criterion 'all': at least half of
     the seeds store every fact); the apparent capacity at mean accuracy >= capacity_accuracy
     (criterion 'mean') is reported beside it.
     """
@@ -224,8 +224,8 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         gap = (both["original"] - both["decoupled"]).abs()
         metrics.add("decoupled_mean_accuracy_gap", gap.mean(), f"mean |acc_original - acc_decoupled| over {len(gap)} (d, alpha) points")
         metrics.add("decoupled_max_accuracy_gap", gap.max(), "largest gap on the grid (steep near capacity)")
-        # The claim (not revised in SPEC) reads the apparent capacity at mean accuracy >= threshold,
-        # as it did before; the gap of the capacity proper (all facts, >= half the seeds) is reported.
+        # The claim (never revised) reads the apparent capacity at mean accuracy >= threshold; the
+        # gap of the capacity proper (all facts, >= half the seeds) is reported.
         apparent = trained[(trained.rank_fraction == 1.0) & (trained.criterion == "mean")]
         caps = apparent.pivot_table(index="d", columns="problem", values="alpha_c").dropna()
         metrics.add("decoupled_capacity_gap", (caps["original"] - caps["decoupled"]).abs().max(),

@@ -1,4 +1,4 @@
-"""Experiment steps of the multi-head attention memorisation study (SPEC S4).
+"""Experiment steps of the multi-head attention memorisation study (S4).
 
 Rules in workflow/rules/attention.smk call these through `python -m factstore attention.<step>`.
 `capacity` measures one layer shape (one job per distinct shape: sweeps that meet share it),

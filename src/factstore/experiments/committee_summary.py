@@ -240,7 +240,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     metrics.add("depth_fc_backprop_ratio_max_over_min", backprop_spread,
                 f"{backprop_detail} (the alternative to the best solver per depth)")
 
-    # Many outputs: three readings of the power law in O (the check is on acc - 1/2, as SPEC names).
+    # Many outputs: three readings of the power law in O (the check is on acc - 1/2, the reading the claim names).
     outputs_table = read_table(inputs["multi_output"])
     per_o = outputs_table.groupby("outputs", as_index=False).agg(
         above_chance=("above_chance", "mean"), accuracy=("accuracy", "mean"), label_accuracy=("label_accuracy", "mean"),

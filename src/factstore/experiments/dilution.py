@@ -1,4 +1,4 @@
-"""Experiment steps of the capacity-per-label (dilution) study (SPEC S3, second half).
+"""Experiment steps of the capacity-per-label (dilution) study (S3, second half).
 
 Rules in workflow/rules/dilution.smk call these through `python -m factstore dilution.<step>`.
 """
@@ -327,7 +327,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     depth = by_sweep.get("depth")
     if depth is not None:
         metrics.add("archetype_depth_kept_ratio", kept_fraction_ratio(depth.max_dilution),
-                    f"depth {depth.value.tolist()}: max dilution {depth.max_dilution.tolist()} (SPEC: hardly depends on depth; reported)")
+                    f"depth {depth.value.tolist()}: max dilution {depth.max_dilution.tolist()} (the paper: hardly depends on depth; reported)")
     flips = by_sweep.get("flip_probability")
     if flips is not None:
         metrics.add("archetype_flip_spearman", _spearman_or_nan(flips.value, flips.max_dilution),

@@ -1,5 +1,5 @@
-"""Experiment steps of the language-model and fact-editing study (SPEC S0 "Language modelling
-and fact editing").
+"""Experiment steps of the language-model and fact-editing study (S0, "Language modelling and
+fact editing").
 
 Rules in workflow/rules/editing.smk call these through `python -m factstore editing.<step>`:
 
@@ -30,7 +30,7 @@ from tqdm import tqdm
 from factstore.device import derived_generator, seeded_global_generators
 from factstore.editing import editors
 from factstore.editing.corpus import Corpus, templated_corpus
-from factstore.editing.margins import Interval, mean_interval, mean_margin, score_margin
+from factstore.editing.margins import Interval, margin_reading, mean_interval, mean_margin, score_margin
 from factstore.editing.model import FactLanguageModel
 from factstore.editing.protocol import (
     clamp_residuals, disjoint_blocks, edit_block, edit_outcomes, edit_sentences, edit_templates, expert_keys,
@@ -386,6 +386,49 @@ def add_margin(metrics: MetricsTable, name: str, per_fraction: dict[float, Inter
                        f"per fraction with 95% bootstrap intervals over facts: {each}")
 
 
+def best_baseline(table: pd.DataFrame, fraction: float) -> pd.Series:
+    """The `method_table` row of the baseline with the highest harmonic-mean score at `fraction`
+    (the one the score margin subtracts)."""
+    rows = table[(table["fraction"] == fraction) & table["method"].isin(BASELINES)]
+    return rows.loc[rows["score"].idxmax()]
+
+
+def score_reading(fraction: float, margin: Interval, table: pd.DataFrame) -> str:
+    """One fraction's harmonic-mean margin, its 95% interval and reading (ahead / tie / behind),
+    with MLP swap's and the best baseline's scores and r_NF beside it."""
+    swap_row = table[(table["fraction"] == fraction) & (table["method"] == "swap")].iloc[0]
+    best = best_baseline(table, fraction)
+    return (f"{100 * fraction:g}%: {margin.value:+.4f} [{margin.low:+.4f}, {margin.high:+.4f}] {margin_reading(margin)} "
+            f"(swap {swap_row['score']:.4f}, r_NF {swap_row['perplexity_ratio']:.2f}; best baseline {best['method']} "
+            f"{best['score']:.4f}, r_NF {best['perplexity_ratio']:.2f})")
+
+
+def add_score_reading(metrics: MetricsTable, per_fraction: dict[float, Interval], table: pd.DataFrame) -> None:
+    """MLP swap is best on the harmonic mean only where the margin's 95% interval lies above 0:
+    `swap_score_margin_low`, the interval's lower end, the smallest over the edit fractions (an
+    interval that reaches 0 is a tie); and `best_baseline_score`, the best baseline's harmonic
+    mean, the largest over the fractions (how much room the baselines leave for MLP swap to be
+    better). Each fraction's value is a metric of its own (`_f<percent>`)."""
+    fraction = min(per_fraction, key=lambda key: per_fraction[key].low)
+    readings = "; ".join(score_reading(key, per_fraction[key], table) for key in sorted(per_fraction))
+    metrics.add("swap_score_margin_low", per_fraction[fraction].low,
+                detail=f"lower end of the 95% bootstrap interval over facts of swap - best baseline on the harmonic mean, "
+                       f"the smallest over the edit fractions (at {100 * fraction:g}%): best where it lies above 0, a "
+                       f"tie where the interval reaches 0; per fraction: {readings}")
+    best = {key: best_baseline(table, key) for key in per_fraction}
+    ceiling = max(best, key=lambda key: best[key]["score"])
+    metrics.add("best_baseline_score", float(best[ceiling]["score"]),
+                detail=f"the best baseline's harmonic mean of efficacy, paraphrase and specificity, the largest over the "
+                       f"edit fractions (at {100 * ceiling:g}%): " + ", ".join(
+                           f"{100 * key:g}%: {best[key]['method']} {best[key]['score']:.4f}" for key in sorted(best)))
+    for key, margin in per_fraction.items():
+        metrics.add(f"swap_score_margin_low_f{100 * key:g}", margin.low,
+                    detail=f"at {100 * key:g}% edited: lower end of the 95% bootstrap interval over facts of swap - best "
+                           f"baseline on the harmonic mean; {score_reading(key, margin, table)}")
+        metrics.add(f"best_baseline_score_f{100 * key:g}", float(best[key]["score"]),
+                    detail=f"at {100 * key:g}% edited: the best baseline ({best[key]['method']})'s harmonic mean")
+
+
 def summary(params: dict, inputs: dict[str, Path], context) -> dict:
     """Outputs: `table` (CSV), `table_markdown` and `metrics` (the claims')."""
     seed = params["seed"]
@@ -419,6 +462,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict:
                         detail=f"at {100 * fraction:g}% edited: swap - best baseline, 95% bootstrap interval over facts "
                                f"[{interval.low:+.3f}, {interval.high:+.3f}]")
     table = method_table(edits, facts, seed)
+    add_score_reading(metrics, per["score"], table)
     for method in METHOD_ORDER:
         ratios = table[table["method"] == method]
         metrics.add(f"perplexity_ratio_{method}", float(ratios["perplexity_ratio"].max()),

@@ -1,17 +1,17 @@
-"""Experiment steps of the fact-storing MLP study (SPEC S0): capacity scaling, anisotropy, whitening.
+"""Experiment steps of the fact-storing MLP study (S0): capacity scaling, anisotropy, whitening.
 
 Rules in workflow/rules/mlp.smk call these through `python -m factstore mlp.<step>` (the MiniLM
 embeddings of Goodreads titles and authors come from `embeddings.goodreads_minilm`):
 
 - `capacity` (one job per method): the smallest parameter count W storing a target fraction of
-  F random facts on the sphere, for every F, seed and target (the seed's Fig. 7).
+  F random facts on the sphere, for every F, seed and target (the paper's Fig. 7).
 - `anisotropy` (one job per value condition number kappa): the same search for every method on
-  conditioned values, with the decodability rho(V) of each value set (the seed's Fig. 5).
+  conditioned values, with the decodability rho(V) of each value set (the paper's Fig. 5).
 - `whitening` (one job per strength alpha): the search on the real MiniLM fact set whitened with
   strength alpha (keys and values), the transform folded back into the MLP so it reads and writes
   the ORIGINAL basis, and the Lipschitz constant of that folded MLP.
 - `whitening_regime` (one job, every alpha): the same search at F >> d, the fact set on its top d
-  principal directions (S0.whitening-capacity in the seed's regime).
+  principal directions (S0.whitening-capacity in the paper's regime).
 - `mlp_summary.summary` (its own step module): fits W = C F (log2 F + b), the information bound,
   and every metric; the figures (factstore.plots.mlp) draw its tables.
 
@@ -174,9 +174,9 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
 
 
 def ntk_regime(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """The NTK's capacity search (`capacity`, the one-pass unit-prefix search) in the seed's
+    """The NTK's capacity search (`capacity`, the one-pass unit-prefix search) in the paper's
     regime, d = 128 (S0.ntk-stores): at the capacity sweep's small d the degree-2 kernel runs out
-    of capacity (~d^4 / (60 ln F) facts) inside the F range, which says nothing about the seed's claim.
+    of capacity (~d^4 / (60 ln F) facts) inside the F range, which says nothing about the paper's claim.
 
     params: as `capacity`, with an ntk_regime section (d, log2_facts, seeds, targets, ntk_degrees)
     in place of the capacity section. Returns {"table": rows with experiment 'ntk_regime'}.
@@ -220,7 +220,7 @@ def anisotropy(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
 
 
 def robust_regime(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """The encoder-decoder's kappa sweep in the seed's regime, d = 128 (S0.others-robust): at the
+    """The encoder-decoder's kappa sweep in the paper's regime, d = 128 (S0.others-robust): at the
     anisotropy sweep's d = 32 its code size m <= d caps the cost ratio it can show near 2, so the
     check could hardly fail; at d = 128 the cap sits far above. Closed-form constructions only.
 
@@ -242,9 +242,9 @@ def _kappa_sweep(name: str, params: dict, inputs: dict[str, Path], context) -> d
 
 
 def anisotropy_regime(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """The NTK methods' kappa sweep in the seed's regime, d = 128 (S0.ntk-anisotropy-breaks,
+    """The NTK methods' kappa sweep in the paper's regime, d = 128 (S0.ntk-anisotropy-breaks,
     S0.ntk-ustar-gain): the anisotropy sweep runs at d = 32 so that GD's width searches fit the
-    CPU budget, but the seed makes its NTK claims at d = 128; the one-pass NTK searches are cheap
+    CPU budget, but the paper makes its NTK claims at d = 128; the one-pass NTK searches are cheap
     there. Every kappa of the section in one job (~230 CPU-s at the default scale).
 
     params: as `anisotropy`, with an anisotropy_regime section (d, n_facts, kappas, seeds, target,
@@ -296,7 +296,7 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
 
 def whitening_regime(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Every method's capacity at every whitening strength alpha at F >> d (S0.whitening-capacity
-    in the seed's regime): at the embeddings' d = 384 the default sample has F / d = 0.67, where GD
+    in the paper's regime): at the embeddings' d = 384 the default sample has F / d = 0.67, where GD
     stores with 3-9 units and the trend says little about the constructions; here the fact set is
     projected onto its top d principal directions first (whitening.principal_projection, the
     usability study's projection), then whitened as in `whitening`. No Lipschitz constants (the

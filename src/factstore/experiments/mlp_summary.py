@@ -1,4 +1,4 @@
-"""Summary step of the fact-storing MLP study (SPEC S0): combined tables, fits and metrics.
+"""Summary step of the fact-storing MLP study (S0): combined tables, fits and metrics.
 
 The rule calls it as `mlp_summary.summary`. It stacks the tables of the
 search steps, fits W = C F (log2 F + b) per (method, target), and writes every metric that
@@ -24,16 +24,16 @@ from factstore.metrics import MetricsTable
 from factstore.mlp.encoder_decoder import gated_parameter_count
 from factstore.mlp.methods import METHODS
 from factstore.mlp.results import best_degree_rows, seed_means, tidy_table, ustar_capacity_ratios, ustar_gains
-from factstore.mlp.scaling import fit_f_log_f, information_bound, random_map_bits
+from factstore.mlp.scaling import fit_f_log_f, information_bound, permutation_bits, random_map_bits, target_bits
 from factstore.statistics import spearman
 
 ANISOTROPY_SWEEP_SUFFIX = "_anisotropy_sweep"
 """The d = 32 anisotropy sweep's NTK metrics (break, U* gain) carry this suffix: the checked names
-read the NTK's sweep at the seed's d = 128 (anisotropy_regime)."""
+read the NTK's sweep at the paper's d = 128 (anisotropy_regime)."""
 ASYMPTOTIC_F_OVER_D = 32
-"""S0.ed-matches-gd-asymptotics compares exponents over F / d >= this (SPEC: the asymptotic regime)."""
+"""S0.ed-matches-gd-asymptotics compares exponents over F / d >= this (the paper's asymptotic regime)."""
 # NTK Hermite degree -> name of the fraction of (F, seed) it stores at 100% within the width cap:
-# in the seed's regime (the ntk_regime sweep, d = 128: S0.ntk-stores) and in the capacity sweep
+# in the paper's regime (the ntk_regime sweep, d = 128: S0.ntk-stores) and in the capacity sweep
 # (its small d, reported).
 NTK_STORES_METRICS = {1: "ntk_stores_fraction_degree1", 2: "ntk_stores_fraction_degree2"}
 NTK_STORES_METRICS_CAPACITY_SWEEP = {1: "ntk_stores_fraction_degree1_capacity_sweep",
@@ -99,6 +99,19 @@ RHO_SPEARMAN_METRICS = {
     "gd_gated": "rho_spearman_gd_gated", "gd_plain": "rho_spearman_gd_plain", "ntk": "rho_spearman_ntk",
     "ntk_ustar": "rho_spearman_ntk_ustar",
 }
+# method -> name of max rho / min rho over the per-kappa means its rho Spearman ranks (S0.rho-predicts' gate).
+RHO_RANGE_METRICS = {
+    "ed_gated": "rho_range_ratio_ed_gated", "ed_gated_v": "rho_range_ratio_ed_gated_v", "ed_plain": "rho_range_ratio_ed_plain",
+    "gd_gated": "rho_range_ratio_gd_gated", "gd_plain": "rho_range_ratio_gd_plain", "ntk": "rho_range_ratio_ntk",
+    "ntk_ustar": "rho_range_ratio_ntk_ustar",
+}
+# method -> name of max rho / min rho over the per-alpha means its whitening rho Spearman ranks.
+RHO_RANGE_WHITENING_METRICS = {
+    "ed_gated": "rho_range_ratio_whitening_ed_gated", "ed_gated_v": "rho_range_ratio_whitening_ed_gated_v",
+    "ed_plain": "rho_range_ratio_whitening_ed_plain", "gd_gated": "rho_range_ratio_whitening_gd_gated",
+    "gd_plain": "rho_range_ratio_whitening_gd_plain", "ntk": "rho_range_ratio_whitening_ntk",
+    "ntk_ustar": "rho_range_ratio_whitening_ntk_ustar",
+}
 # method -> names of Spearman(alpha, F / W), Spearman(alpha, Lip / RMS), Spearman(alpha, Lip),
 # the F / W gain from the weakest to the strongest whitening, and Spearman(rho(V), F / W).
 WHITENING_METRICS = {
@@ -151,11 +164,11 @@ def fits_table(capacity_table: pd.DataFrame) -> pd.DataFrame:
 def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Combined tables, fits and the metrics config/claims.yaml checks.
 
-    inputs: capacity_<method>, regime_<method> (the NTK at the seed's d = 128), robust_regime (the
+    inputs: capacity_<method>, regime_<method> (the NTK at the paper's d = 128), robust_regime (the
     encoder-decoder's kappa sweep at d = 128), anisotropy_regime (the NTK's kappa sweep at d = 128),
     anisotropy_k<kappa>, whitening_a<alpha>, whitening_regime (the whitening sweep at F >> d)
     tables. params: bits_per_parameter_assumed, main_target (the project's standalone storage
-    target; the seed's 99% is fact-adaptive accuracy inside a Transformer), ntk_degrees, search, anisotropy_facts (the F every method runs at in the
+    target; the paper's 99% is fact-adaptive accuracy inside a Transformer), ntk_degrees, search, anisotropy_facts (the F every method runs at in the
     anisotropy sweep), break_width_budget. The d = 128 NTK sweep's break reads its largest F.
     Returns {"results": every row (every NTK degree), "fits": per (method, target), "metrics"}.
     Fits and metrics compare methods through the best NTK degree per setting
@@ -179,11 +192,11 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     _ntk_degree_metrics(regime_table, params, metrics)
     _ntk_degree_metrics(capacity_all, params, metrics, NTK_STORES_METRICS_CAPACITY_SWEEP, " (reported)")
     # S0.info-bound: every measured count (every experiment and NTK degree) against the 2-bits-per-
-    # parameter line, an empirical ceiling (not the seed's theorem, which has no constant).
+    # parameter line, an empirical ceiling (not the paper's theorem, which has no constant).
     measured = results[results.stored & results.n_params.notna()]
     if len(measured):
-        _information_bound_metrics(measured, bits_assumed, metrics)
-    # S0.ntk-anisotropy-breaks and S0.ntk-ustar-gain read the NTK's sweep at the seed's d = 128
+        _information_bound_metrics(measured, bits_assumed, metrics, params["search"]["resolution"])
+    # S0.ntk-anisotropy-breaks and S0.ntk-ustar-gain read the NTK's sweep at the paper's d = 128
     # (anisotropy_regime); the same metrics of the anisotropy sweep (d = 32) are reported with a suffix.
     sweep_d = ", ".join(f"{d:g}" for d in sorted(anisotropy_table.d.unique()))
     anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics,
@@ -210,12 +223,133 @@ def failing_parameters(measured: pd.DataFrame) -> np.ndarray:
     return np.where(trained, measured.n_params.to_numpy() * ratio, measured.n_params.to_numpy())
 
 
-def _information_bound_metrics(measured: pd.DataFrame, bits_assumed: float, metrics: MetricsTable) -> None:
+def band_edge(bits_assumed: float, resolution: float) -> float:
+    """The most bits per parameter that 'about b bits' admits, b / (1 - r): a count read at
+    exactly b bits by a width search that stops within relative resolution r of the width
+    (failing_parameters: the true smallest count lies in (W (1 - r), W]) may hold up to
+    b / (1 - r) bits per parameter; the search cannot tell those counts from b."""
+    return bits_assumed / (1.0 - resolution)
+
+
+def band_metrics(bits: np.ndarray, measured: pd.DataFrame, failing: np.ndarray, edge: float,
+                 names: tuple[str, str, str], setting: str, metrics: MetricsTable) -> None:
+    """The band reading of one bit count per row: max (bits / W) / edge (the check: at most 1),
+    the same at each interval's open end (bits / W_failing, inf where no narrower probe failed)
+    and whether the intervals decide it: every interval's open end within the band (inside for
+    certain) or some count's W past it (outside for certain); 0 when the extreme interval straddles
+    the edge. names: (ratio, ratio at the open end, decided)."""
+    ratio_name, upper_name, decided_name = names
+    per_parameter = bits / measured.n_params.to_numpy()
+    with np.errstate(divide="ignore"):
+        per_parameter_upper = np.where(failing > 0, bits / np.where(failing > 0, failing, 1.0), math.inf)
+    worst = measured.iloc[int(np.argmax(per_parameter))]
+    ratio, upper = per_parameter.max() / edge, per_parameter_upper.max() / edge
+    metrics.add(ratio_name, ratio,
+                f"max over {len(measured)} measured counts of ({setting}) / W = {per_parameter.max():.4g} bits per "
+                f"parameter, over the band edge {edge:.4g}; worst: {worst.method}, {worst.experiment}, F = {worst.F}, "
+                f"target {worst.target:g}, W = {worst.n_params:g}")
+    metrics.add(upper_name, upper,
+                "the same with each count at the open end of its search interval (the largest width that failed; inf "
+                f"where none did): the true maximum lies in [{ratio:.4g}, {upper:.4g})")
+    metrics.add(decided_name, float(upper <= 1.0 or ratio > 1.0),
+                f"1 when the search intervals decide the band ({setting}): every interval within it, or some count "
+                f"past it; 0 when the extreme interval [{ratio:.4g}, {upper:.4g}) straddles 1")
+
+
+SETTING_KEYS = ["experiment", "method", "degree", "d", "F", "kappa", "alpha", "target"]
+"""One measured setting of the mlp study: its seeds are repeated measurements of one count."""
+
+
+def seed_excess_metrics(bits: np.ndarray, measured: pd.DataFrame, failing: np.ndarray, bits_assumed: float,
+                        names: tuple[str, str], setting: str, metrics: MetricsTable) -> None:
+    """'No method stores more than about b bits per parameter' as a statistic over seeds: per
+    setting (SETTING_KEYS) the mean over its seeds of bits / W minus 2 standard errors of that
+    mean (0 with one seed), the largest over settings, over b (the check: at most 1, i.e. no
+    setting exceeds b by more than 2 standard errors). The same read at the open ends of the
+    width searches' intervals (bits / W_failing, inf where no narrower probe failed) says whether
+    the search resolution decides it: 1 when both readings agree. names: (statistic, statistic at
+    the open ends, decided)."""
+    statistic_name, open_end_name, decided_name = names
+    per_parameter = bits / measured.n_params.to_numpy()
+    with np.errstate(divide="ignore"):
+        upper = np.where(failing > 0, bits / np.where(failing > 0, failing, 1.0), math.inf)
+    def largest(values: np.ndarray) -> tuple[float, tuple, int]:
+        grouped = measured[SETTING_KEYS].assign(value=values).groupby(SETTING_KEYS, dropna=False).value
+        mean, count = grouped.mean(), grouped.size()
+        spread = grouped.std(ddof=1).fillna(0.0) / np.sqrt(count)
+        lower = (mean - 2 * spread).fillna(math.inf).to_numpy()
+        worst = int(np.argmax(lower))
+        return float(lower[worst]), dict(zip(SETTING_KEYS, mean.index[worst])), int(count.iloc[worst])
+
+    value, worst, seeds = largest(per_parameter)
+    value_upper, _, _ = largest(upper)
+    metrics.add(statistic_name, value / bits_assumed,
+                f"max over settings of (mean over seeds of ({setting}) / W - 2 SE) = {value:.4g} bits per parameter, over "
+                f"{bits_assumed:g}; worst: {worst['method']}, {worst['experiment']}, F = {worst['F']}, "
+                f"target {worst['target']}, {seeds} seeds")
+    metrics.add(open_end_name, value_upper / bits_assumed,
+                "the same with each count at the open end of its width search's interval (the largest width that "
+                "failed; inf where none did)")
+    metrics.add(decided_name, float(value_upper <= bits_assumed or value > bits_assumed),
+                f"1 when the width searches' resolution decides it: the statistic at the smallest storing W "
+                f"({value / bits_assumed:.4g}) and at each interval's open end ({value_upper / bits_assumed:.4g}) lie "
+                "on the same side of 1; 0 when they straddle it")
+
+
+def _information_bound_metrics(measured: pd.DataFrame, bits_assumed: float, metrics: MetricsTable,
+                               resolution: float = 0.0) -> None:
     """S0.info-bound: every measured count (every experiment and NTK degree) against the 2-bits-
-    per-parameter line, an empirical ceiling (not the seed's theorem, which has no constant), as
+    per-parameter line, an empirical ceiling (not the paper's theorem, which has no constant), as
     an interval: the true smallest count lies in (W_failing, W] (failing_parameters). The bound
     holds for certain when every W_failing is above it, fails for certain when some W is below
-    it, and the width search cannot decide when the interval straddles it (the claim's gate)."""
+    it, and the width search cannot decide when the interval straddles it (the claim's gate).
+
+    The check reads the band: the bits each count must hold at the target it was searched to
+    (scaling.target_bits: the covering count with floor((1 - target) F) errors allowed, log2 F!
+    at target 1), per parameter, over band_edge(b, resolution) (info_bits_band_ratio, at most 1;
+    gate info_bits_band_decided). Reported beside it: the same with log2 F! for every target
+    (_permutation), with the hard line b (_hard), over seed means (_seed_mean), and the minimum
+    ratios W / (bits / b) of the hard line (info_bound_min_ratio: log2 F! for every target;
+    info_bound_min_ratio_target: the target's bits).
+    resolution: GD's width-search resolution (mlp.search.resolution)."""
+    failing = failing_parameters(measured)
+    bits = target_bits(measured.F.to_numpy(), measured.target.to_numpy())
+    permutation = permutation_bits(measured.F.to_numpy())
+    edge = band_edge(bits_assumed, resolution)
+    metrics.add("info_bits_band_edge", edge,
+                f"the band 'about {bits_assumed:g} bits per parameter' admits: {bits_assumed:g} / (1 - {resolution:g}), "
+                f"the most a count read at {bits_assumed:g} bits holds within GD's width-search resolution {resolution:g}")
+    target_bound = "target bits (log2 F! at target 1; the covering count with floor((1 - target) F) errors below 1)"
+    band_metrics(bits, measured, failing, edge, ("info_bits_band_ratio", "info_bits_band_ratio_upper", "info_bits_band_decided"),
+                 target_bound, metrics)
+    band_metrics(permutation, measured, failing, edge,
+                 ("info_bits_band_ratio_permutation", "info_bits_band_ratio_upper_permutation",
+                  "info_bits_band_decided_permutation"), "log2 F! for every target", metrics)
+    band_metrics(bits, measured, failing, bits_assumed,
+                 ("info_bits_band_ratio_hard", "info_bits_band_ratio_upper_hard", "info_bits_band_decided_hard"),
+                 target_bound + f", against the hard line {bits_assumed:g}", metrics)
+    seed_excess_metrics(bits, measured, failing, bits_assumed,
+                        ("info_bits_seed_ratio", "info_bits_seed_ratio_open_end", "info_bits_seed_decided"),
+                        target_bound, metrics)
+    seed_excess_metrics(permutation, measured, failing, bits_assumed,
+                        ("info_bits_seed_ratio_permutation", "info_bits_seed_ratio_open_end_permutation",
+                         "info_bits_seed_decided_permutation"),
+                        "log2 F! for every target", metrics)
+    metrics.add("info_bits_per_parameter_max", (bits / measured.n_params.to_numpy()).max(),
+                f"max {target_bound} / W over every measured count")
+    # the same band over seed means of W (the seeds that stored), where several seeds ran a setting
+    means = measured.groupby(SETTING_KEYS, dropna=False).n_params.agg(["mean", "size"]).reset_index()
+    mean_bits = target_bits(means.F.to_numpy(), means.target.to_numpy()) / means["mean"].to_numpy()
+    metrics.add("info_bits_band_ratio_seed_mean", mean_bits.max() / edge,
+                f"the band ratio over {len(means)} settings' seed-mean W (the seeds that stored; "
+                f"{int((means['size'] > 1).sum())} settings with more than one): a single seed's extreme count "
+                "against the average over seeds")
+    bound_target = measured.n_params.to_numpy() / (bits / bits_assumed)
+    worst_target = measured.iloc[int(np.argmin(bound_target))]
+    metrics.add("info_bound_min_ratio_target", bound_target.min(),
+                f"min W / (target bits / {bits_assumed:g}) over {len(measured)} measured counts (the hard line, each count's "
+                f"own target); worst: {worst_target.method}, {worst_target.experiment}, F = {worst_target.F}, "
+                f"target {worst_target.target:g}")
     bound = information_bound(measured.F.to_numpy(), bits_assumed)
     ratio = measured.n_params.to_numpy() / bound
     lower = failing_parameters(measured) / bound
@@ -360,7 +494,7 @@ def _ntk_degree2_cost_metrics(capacity_all: pd.DataFrame, metrics: MetricsTable)
 def _ntk_degree_metrics(table: pd.DataFrame, params: dict, metrics: MetricsTable,
                         names: dict[int, str] = NTK_STORES_METRICS, note: str = "") -> None:
     """S0.ntk-stores per Hermite degree: which degree stores where (every degree's rows of one
-    sweep); names: degree -> metric name (NTK_STORES_METRICS for the seed's regime)."""
+    sweep); names: degree -> metric name (NTK_STORES_METRICS for the paper's regime)."""
     ntk = table[(table.method == "ntk") & (table.target == 1.0) & table.degree.notna()]
     for degree, rows in ntk.groupby("degree"):
         if int(degree) not in names:
@@ -508,7 +642,7 @@ def _ustar_gain_metrics(table: pd.DataFrame, metrics: MetricsTable | RenamedMetr
                 "or more of the settings are U*-only: the width cap cannot bound it)")
     exact = anisotropic[anisotropic.kind == "exact"]
     metrics.add("ustar_gain_median_both_store", exact.gain.median() if len(exact) else math.nan,
-                "the median over the settings where both store only (the earlier metric, which dropped U*-only settings)")
+                "the median over the settings where both store only (U*-only settings left out)")
     isotropic = gains[(gains.kappa == 1) & (gains.kind == "exact")]
     metrics.add("ustar_gain_kappa1", isotropic.gain.median() if len(isotropic) else math.nan,
                 "the same ratio on spherical values (kappa = 1), where both store")
@@ -540,7 +674,7 @@ def _robust_metrics(main: pd.DataFrame, main_facts: list[int], setting: str, met
 
 
 def _robust_regime_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
-    """S0.others-robust for the encoder-decoder in the seed's regime (the robust_regime sweep, d = 128)."""
+    """S0.others-robust for the encoder-decoder in the paper's regime (the robust_regime sweep, d = 128)."""
     if table.empty:
         return
     d = int(table.d.iloc[0])
@@ -583,6 +717,17 @@ def encoder_decoder_ceiling(table: pd.DataFrame) -> float:
     return min(gated_parameter_count(int(r.F), d, d, d) / r.n_params for r in ed.itertuples())
 
 
+def rho_range_ratio(rho: pd.Series) -> float:
+    """max rho / min rho over the value sets a rho Spearman ranks (NaN with none, or a rho <= 0).
+
+    Under the construction's cost law W ~ F log F / rho^2, the value sets' F / W spread over this
+    ratio squared: the width of the range that the Spearman has to rank against measurement noise."""
+    rho = pd.Series(rho, dtype=float).dropna()
+    if rho.empty or rho.min() <= 0:
+        return math.nan
+    return float(rho.max() / rho.min())
+
+
 def _rho_metrics(table: pd.DataFrame, d: int, setting: str, metrics: MetricsTable) -> None:
     """S0.rho-predicts: Spearman(rho(V), F / W) over per-kappa means (seeds averaged first), leaving
     out the value sets where a seed did not store or (encoder-decoder) sat at its code-size cap m = d."""
@@ -599,6 +744,14 @@ def _rho_metrics(table: pd.DataFrame, d: int, setting: str, metrics: MetricsTabl
                     f"Spearman(rho(V), F / W) over {len(kept)} per-kappa means (seeds averaged first), leaving out "
                     f"{int(per_kappa.capped.sum())} kappa where a seed did not store"
                     + (" or sat at the code-size cap m = d" if encoder_decoder else "") + f" (NaN below 3); {setting}")
+        if method in RHO_RANGE_METRICS:
+            # below 3 kept value sets the Spearman is NaN, a FAIL of the method (too few value sets
+            # stored below the cap), not of the range: the range then reads every value set of the sweep
+            ranked = kept if len(kept) >= 3 else per_kappa
+            metrics.add(RHO_RANGE_METRICS[method], rho_range_ratio(ranked.rho),
+                        f"max rho(V) / min rho(V) over the {len(ranked)} per-kappa means "
+                        + ("that Spearman ranks" if len(kept) >= 3 else "of the sweep (fewer than 3 ranked)")
+                        + f" (rho {ranked.rho.min():.3g} to {ranked.rho.max():.3g}); {setting}")
         if method == "ed_gated":
             metrics.add("ed_code_cap_fraction_ed_gated", capped.mean(),
                         f"fraction of (kappa, seed) where the gated encoder-decoder sits at its code-size cap m = d = {d} "
@@ -606,6 +759,8 @@ def _rho_metrics(table: pd.DataFrame, d: int, setting: str, metrics: MetricsTabl
             metrics.add("rho_spearman_ed_gated_with_capped", spearman(per_kappa.rho, per_kappa.facts_per_parameter),
                         "the same Spearman over every kappa, capped ones included (F / W = 0 where not stored): "
                         "whether the capped points drive it")
+            metrics.add("rho_range_ratio_ed_gated_with_capped", rho_range_ratio(per_kappa.rho),
+                        "max rho(V) / min rho(V) over every kappa, capped ones included")
 
 
 def capacity_within_budget(table: pd.DataFrame) -> tuple[pd.Series, str]:
@@ -613,8 +768,8 @@ def capacity_within_budget(table: pd.DataFrame) -> tuple[pd.Series, str]:
     F / W (seed means) where every (alpha, seed) stores within the width cap; otherwise the mean
     best accuracy within the cap (1 where it stores), the facts recalled at a fixed width budget.
     Reading F / W with 0 where not stored would tie a fact set that the MLP nearly stores with one
-    it does not store at all (issue 23: the NTK at F >> d stores no alpha within its cap, so it is
-    read at a fixed width budget)."""
+    it does not store at all (the NTK at F >> d stores no alpha within its cap, so it is read at a
+    fixed width budget)."""
     if table.stored.all():
         return table.groupby("alpha").facts_per_parameter.mean(), "F / W (every alpha and seed stored)"
     return table.groupby("alpha").best_accuracy.mean(), "best accuracy within the width cap (not every alpha and seed stored)"
@@ -669,3 +824,7 @@ def _whitening_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
         if stored.rho.nunique() >= 3:
             metrics.add(rho_name, spearman(stored.rho, stored.facts_per_parameter),
                         f"Spearman(rho(V), F / W) over the whitening strengths; {setting}")
+        if method in RHO_RANGE_WHITENING_METRICS and len(stored):
+            metrics.add(RHO_RANGE_WHITENING_METRICS[method], rho_range_ratio(stored.rho),
+                        f"max rho(V) / min rho(V) over the {len(stored)} per-alpha means that Spearman ranks "
+                        f"(rho {stored.rho.min():.3g} to {stored.rho.max():.3g}); {setting}")

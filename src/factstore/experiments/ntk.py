@@ -1,4 +1,4 @@
-"""Experiment steps of the NTK study (SPEC S2).
+"""Experiment steps of the NTK study (S2).
 
 Rules in workflow/rules/ntk.smk call these through `python -m factstore ntk.<step>`. The computing
 steps return tidy tables: `convergence` (empirical vs analytic NTK at init, all widths), `training`
@@ -36,9 +36,9 @@ def _network(input_dim: int, width: int, generator: torch.Generator,
 
 
 def _teacher_task(params: dict, seed: int, count: int, stream: str, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """`count` inputs on the sphere of radius sqrt(d) and the outputs of the seed's random
-    two-layer ReLU teacher (params: seed, input_dim, teacher_width). The teacher depends on the
-    seed only; `stream` names the input sample (training set of some size, test set)."""
+    """`count` inputs on the sphere of radius sqrt(d) and the outputs of the random two-layer
+    ReLU teacher drawn from `seed` (params: seed, input_dim, teacher_width). The teacher depends
+    on the seed only; `stream` names the input sample (training set of some size, test set)."""
     teacher = tangent_kernel.random_teacher(params["input_dim"], params["teacher_width"],
                                             derived_generator(params["seed"], "ntk-teacher", seed), DTYPE)
     x = tangent_kernel.sphere_inputs(count, params["input_dim"],

@@ -1,4 +1,4 @@
-"""Across all works: bits stored per parameter, one unit for every study (SPEC, last section).
+"""Across all works: bits stored per parameter, one unit for every study.
 
 Each study's metrics table may hold metrics named `bits_per_parameter*` (F log2 F / W for
 F-valued facts, one bit per binary label); this step gathers them for one figure.

@@ -1,13 +1,13 @@
-"""Experiment steps of the usability study (SPEC S0 "Usability inside a Transformer").
+"""Experiment steps of the usability study (S0 "Usability inside a Transformer").
 
 Rules in workflow/rules/usability.smk call these through `python -m factstore usability.<step>`:
 
 - `capacity` (one job per method): for every F and seed, the smallest MLP whose MAXIMUM
-  fact-adaptive accuracy over training reaches the target (the seed's Fig. 7 criterion),
+  fact-adaptive accuracy over training reaches the target (the paper's Fig. 7 criterion),
   searched from the method's standalone capacity (the fact-storing-MLP study's table).
 - `whitening` (one job per embedding kind, real MiniLM or anisotropic synthetic): at every
   whitening strength alpha, the standalone capacity of the whitened-and-folded MLP and the
-  fact-adaptive accuracy of an MLP of that size (the seed's Fig. 8a).
+  fact-adaptive accuracy of an MLP of that size (the paper's Fig. 8a).
 - `usability_summary.summary` (its own step module, so that editing a metric reruns only the
   summary): the metrics of the three claims (factstore.usability.summary).
 
@@ -171,7 +171,7 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
 
 def fold(module: nn.Module, key_transform: Tensor, value_transform: Tensor, kind: str) -> nn.Module:
     """An MLP built on whitened keys and values, made to read the original keys and write in the
-    original embedding basis. 'inverse' (the seed's): the output map folds W_alpha^-1, the inverse
+    original embedding basis. 'inverse' (the paper's): the output map folds W_alpha^-1, the inverse
     of the value whitening, so an output near a whitened value lands near the original value;
     'dual' (a variant): it folds W_alpha itself, which keeps dot-product decoding exactly
     (<W_alpha g, v> = <g, W_alpha^T v>, the whitened value's score)."""

@@ -1,4 +1,4 @@
-"""Summary step of the usability study (SPEC S0 "Usability inside a Transformer"): the rule calls
+"""Summary step of the usability study (S0 "Usability inside a Transformer"): the rule calls
 it as `usability_summary.summary`. Its own module, so that the capacity and whitening steps
 (experiments/usability.py) do not depend on the metrics' code: editing a metric reruns only this
 step and what reads its tables.

@@ -1,4 +1,4 @@
-"""Fact-storing MLPs (SPEC S0): closed-form constructions, trained baselines, capacity search.
+"""Fact-storing MLPs (S0): closed-form constructions, trained baselines, capacity search.
 
 - ntk.py, encoder_decoder.py, hebbian.py: constructions, build(fact_set, size, generator, ...)
   -> (module, n_params); gd.py: the trained baseline, train(...) -> (module, n_params, info).

@@ -3,7 +3,7 @@
 All searches assume accuracy is monotone non-decreasing in the width. That is true on average
 but not exactly for one random draw (a wider NTK MLP has different noise; a GD run can be
 unlucky), so the width found is the smallest one the search SAW pass with every narrower probe
-failing -- the usual convention for the seed's Fig. 7 -- and the `evaluations` record every
+failing -- the usual convention for the paper's Fig. 7 -- and the `evaluations` record every
 probe so non-monotone cases are visible.
 
 Strategies, the `search` of each method's entry in methods.METHODS (see `smallest_widths`);

@@ -1,4 +1,4 @@
-"""Encoder-decoder MLPs (SPEC S0): the PROJECT'S RECONSTRUCTION of the paper's construction.
+"""Encoder-decoder MLPs (S0): the PROJECT'S RECONSTRUCTION of the paper's construction.
 
 The paper (arXiv 2512.00207) describes its encoder-decoder MLP but does not publish the exact
 gadget; what follows is rebuilt from its description and is the project's own choice where the
@@ -144,7 +144,7 @@ def solve_main_branch(keys: Tensor, gate_values: Tensor, codes: Tensor, solver: 
     keys: (F, d_in); gate_values: (F, n); codes: (F, m). The m columns of `codes` are m
     independent least-squares problems sharing one design matrix X (one call, m right-hand
     sides), and both solvers return the min-norm solution of X theta = codes:
-    - 'lstsq' (default, the SPEC's): torch.linalg.lstsq on X (F, n (d_in + 1)) with the SVD
+    - 'lstsq' (default, S0's): torch.linalg.lstsq on X (F, n (d_in + 1)) with the SVD
       driver gelsd. The CPU default, gelsy, returned a different exact solution from call to call
       on the same wide X (the min-norm one only sometimes: its null-space part depended on memory
       left over from earlier allocations), which made the encoder's weights, its Lipschitz

@@ -1,4 +1,4 @@
-"""Gradient-descent MLPs: the trained baseline every construction is compared with (SPEC S0).
+"""Gradient-descent MLPs: the trained baseline every construction is compared with (S0).
 
 Architectures (bias-free, float32): gated g(x) = W_down ((W_main x) o sigma(W_gate x)) with
 sigma ReLU or identity (3 h d parameters), and plain g(x) = W_down sigma(W_in x) (2 h d).

@@ -1,4 +1,4 @@
-"""The Hebbian linear memory W = sum_i v_f(i) k_i^T (SPEC S0 construction 3; baseline of S1).
+"""The Hebbian linear memory W = sum_i v_f(i) k_i^T (S0 construction 3; baseline of S1).
 
 It stores every fact only at tiny load (about p ln p / d^2 < 1/8 for Gaussian embeddings), so it
 is the floor every MLP is compared against. It has no width: `size` is accepted for the common

@@ -1,6 +1,6 @@
-"""Lipschitz constant of a fact-storing MLP over its keys (SPEC S0 "Lipschitz constant").
+"""Lipschitz constant of a fact-storing MLP over its keys (S0 "Lipschitz constant").
 
-The seed estimates Lip(g) by the largest spectral norm of the Jacobian of g at 100 sampled keys;
+The paper estimates Lip(g) by the largest spectral norm of the Jacobian of g at 100 sampled keys;
 a Transformer can only use an MLP whose output does not swing wildly between nearby inputs, and
 whitening raises this constant. The pairwise ratio max ||g(x) - g(y)|| / ||x - y|| is a second,
 derivative-free lower bound on the same constant.
@@ -66,7 +66,7 @@ def lipschitz_constants(
 ) -> tuple[float, float, float]:
     """(Lip, Lip / RMS output norm, RMS output norm) over `n_samples` sampled keys (keys: (F, d_in)).
 
-    Lip = max_i ||J_g(k_i)||_2 (SPEC: the Jacobian's spectral norm at sampled keys;
+    Lip = max_i ||J_g(k_i)||_2 (S0: the Jacobian's spectral norm at sampled keys;
     `lipschitz_estimate`, in chunks of rows to bound memory at large widths). Decoding does not
     depend on the output scale, so Lip / RMS_i ||g(k_i)|| (over all keys) is the scale-free
     version that can be compared across methods (see the module docstring).

@@ -1,4 +1,4 @@
-"""The ways of storing facts in an MLP (SPEC S0): one table, one entry per method.
+"""The ways of storing facts in an MLP (S0): one table, one entry per method.
 
 A method's name is the one used everywhere -- in the config, tables, figures and metrics -- and
 its entry says all there is to know about it: the function that builds (or trains) one MLP, how

@@ -1,4 +1,4 @@
-"""NTK MLPs: fact-storing gated MLPs built in closed form (the seed's Algorithm 5, SPEC S0).
+"""NTK MLPs: fact-storing gated MLPs built in closed form (the paper's Algorithm 5, S0).
 
 Construction, for keys K (F, d_in), targets Y (F, d_out) with rows y_i = V_f(i) (or U*_f(i)):
 
@@ -21,7 +21,7 @@ g_h(x) = (1/h) sum_{j<h} p_j sigma(w_j.x) (u_j.x). Units are drawn from the gene
 blocks of UNIT_BLOCK, so the first h units of a wider build are exactly the width-h build, and
 `accuracy_by_width` gets the accuracy at every width from one pass over units.
 
-Non-gated variant (the seed's step eps "for an ordinary MLP"): each gated unit becomes the pair
+Non-gated variant (the paper's step eps "for an ordinary MLP"): each gated unit becomes the pair
 of ordinary units [sigma((w + eps a).x) - sigma(w.x)] / eps with a = (W_up)_j, which tends to
 sigma'(w.x) (a.x) as eps -> 0: the gated unit with gate sigma' instead of sigma. It stores facts
 when E[sigma'(z) h_k(z)] != 0 (ReLU: k = 1 yes, k = 2 no).

@@ -35,7 +35,7 @@ def result_row(result: WidthSearch, fact_set: FactSet, **fields) -> dict:
     width_failing: the largest probed width (or code size) below `width` that missed the target
     (NaN when none did): the smallest storing width lies in (width_failing, width], the search's
     interval (one unit wide for the exact searches, up to its resolution for GD's bisection).
-    bits_per_parameter counts F log2 F bits (scaling.random_map_bits, SPEC's count);
+    bits_per_parameter counts F log2 F bits (scaling.random_map_bits, S0's count);
     facts_per_parameter is F / W, 0 where nothing stored (so means over seeds count failures).
     """
     stored = result.width is not None

@@ -4,7 +4,7 @@ Two ways of counting the information in F facts mapping F keys onto F values:
 - `permutation_bits` = log2(F!): a one-to-one map (a permutation) is one of F! maps. This is the
   exact content of the study's fact sets, hence the information bound W >= log2(F!) / b.
 - `random_map_bits` = F log2 F: each of F facts names one of F values (a random map, F^F maps).
-  It is how SPEC reports bits per parameter (F log2 F / W); it exceeds log2(F!) by about
+  It is how S0 reports bits per parameter (F log2 F / W); it exceeds log2(F!) by about
   F log2 e (Stirling), so bits per parameter counted this way over-count by that much.
 
 The measured counts are fitted by W = C F (log2 F + b), the shape the encoder-decoder
@@ -32,10 +32,52 @@ def permutation_bits(n_facts: int | np.ndarray) -> np.ndarray:
 def random_map_bits(n_facts: int | np.ndarray) -> np.ndarray:
     """F log2 F: the bits of F facts that each name one of F values (a random map).
 
-    SPEC's count for bits per parameter, F log2 F / W. n_facts: a count or an array of counts.
+    S0's count for bits per parameter, F log2 F / W. n_facts: a count or an array of counts.
     """
     n = np.asarray(n_facts, dtype=float)
     return n * np.log2(n)
+
+
+def allowed_errors(n_facts: int | np.ndarray, target: float | np.ndarray) -> np.ndarray:
+    """k = floor((1 - target) F): the most facts a map stored to accuracy `target` may get wrong.
+
+    A small tolerance absorbs the float error of 1 - target (1 - 0.9 = 0.09999...). Arrays
+    broadcast; returns integers as floats.
+    """
+    n = np.asarray(n_facts, dtype=float)
+    return np.floor((1.0 - np.asarray(target, dtype=float)) * n + 1e-9)
+
+
+def covering_bits(n_facts: int | np.ndarray, errors: int | np.ndarray) -> np.ndarray:
+    """Bits needed to store a permutation of F values up to k errors: the covering count
+    max(0, log2 F! - log2 C(F, k) - k log2 F).
+
+    Derivation. A network with W parameters of b bits each realises at most 2^(bW) maps g from
+    the F keys to the F values. Storing a permutation pi to accuracy 1 - k/F means g agrees with
+    pi on at least F - k keys. One map g is within k errors of at most C(F, k) F^k permutations
+    (choose the keys where they may differ, then a value for each; the other keys are fixed by
+    g). For every one of the F! permutations to be stored by some network,
+    2^(bW) C(F, k) F^k >= F!, i.e. bW >= log2 F! - log2 C(F, k) - k log2 F. At k = 0 this is
+    log2 F! (permutation_bits); it does not increase with k (each extra error adds
+    log2((F - k) / (k + 1)) + log2 F >= 0 bits to the subtracted count) and is clipped at 0,
+    where the count stops binding. Counting the k! permutations of the k left-over values instead
+    of F^k gives a bound larger by k log2 F - log2 k! bits; the F^k form is the one used here.
+
+    n_facts, errors: counts or arrays of counts (broadcast); returns an array.
+    """
+    n, k = np.broadcast_arrays(np.asarray(n_facts, dtype=float), np.asarray(errors, dtype=float))
+
+    def bits(f: float, e: float) -> float:
+        log_binomial = math.lgamma(f + 1) - math.lgamma(e + 1) - math.lgamma(f - e + 1)
+        return max(0.0, (math.lgamma(f + 1) - log_binomial) / math.log(2) - e * math.log2(f))
+
+    return np.vectorize(bits, otypes=[float])(n, k)
+
+
+def target_bits(n_facts: int | np.ndarray, target: float | np.ndarray) -> np.ndarray:
+    """Bits a map of F facts stored to accuracy `target` must hold: the covering count with
+    k = floor((1 - target) F) errors allowed (covering_bits); log2 F! at target 1 (k = 0)."""
+    return covering_bits(n_facts, allowed_errors(n_facts, target))
 
 
 def information_bound(n_facts: int | np.ndarray, bits_per_parameter: float) -> np.ndarray:

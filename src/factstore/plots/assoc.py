@@ -1,4 +1,4 @@
-"""Figures of the linear-associative-memory study (SPEC S1).
+"""Figures of the linear-associative-memory study (S1).
 
 Each figure is `name(tables, params) -> Figure`, tables being the inputs of the study's figure
 rule read as DataFrames (workflow/rules/assoc.smk: ASSOC_FIGURE_INPUTS); FIGURES lists them.

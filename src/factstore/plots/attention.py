@@ -1,4 +1,4 @@
-"""Figures of the multi-head attention memorisation study (SPEC S4): `name(tables, params) ->
+"""Figures of the multi-head attention memorisation study (S4): `name(tables, params) ->
 Figure`, listed in FIGURES; tables: capacity (attention.summary); params: training (for captions)."""
 
 from __future__ import annotations

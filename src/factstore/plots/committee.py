@@ -1,4 +1,4 @@
-"""Figures of the committee-machine study (SPEC S3, first half).
+"""Figures of the committee-machine study (S3, first half).
 
 Each figure is `name(tables, params) -> Figure`, tables being the inputs of the study's figure
 rule read as DataFrames (workflow/rules/committee.smk: COMMITTEE_FIGURE_INPUTS); FIGURES lists them.
@@ -13,7 +13,7 @@ import seaborn as sns
 from factstore.plots import style
 from factstore.statistics import power_law_fit
 
-# The paper's simulations (seed 003) and the one-step RSB value they are compared with.
+# The paper's simulations and the one-step RSB value they are compared with.
 PAPER_CPW = {1: 2.0, 3: 2.96, 5: 3.33}
 ONE_STEP_RSB = 3.0
 LOG_FLOOR = 1e-4  # a measured 0 is drawn here on the log axes, as an open triangle

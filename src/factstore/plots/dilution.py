@@ -1,4 +1,4 @@
-"""Figures of the capacity-per-label (dilution) study (SPEC S3, second half).
+"""Figures of the capacity-per-label (dilution) study (S3, second half).
 
 Each figure is `name(tables, params) -> Figure`, tables being the inputs of the study's figure
 rule read as DataFrames (workflow/rules/dilution.smk: DILUTION_FIGURE_INPUTS); FIGURES lists them.

@@ -1,4 +1,4 @@
-"""Figures of the language-model and fact-editing study (SPEC S0 "Language modelling and fact editing").
+"""Figures of the language-model and fact-editing study (S0 "Language modelling and fact editing").
 
 Each figure is `name(tables, params) -> Figure`, tables being the inputs of the study's figure
 rule read as DataFrames (workflow/rules/editing.smk: EDITING_FIGURE_INPUTS); FIGURES lists them.
@@ -53,7 +53,7 @@ def scores(tables: dict[str, pd.DataFrame], params: dict):
     edited = ", ".join(f"{100 * row.fraction:g}%: {int(row.blocks)} x {int(row.edited_facts) // int(row.blocks)}"
                        for row in per_fraction.itertuples())
     style.caption(fig, f"test blocks x edited facts per fraction ({edited}); each fact's edit sentence a random seen "
-                       "template; the seed's summary swaps the names efficacy / specificity")
+                       "template; the paper's summary swaps the names efficacy / specificity")
     return fig
 
 

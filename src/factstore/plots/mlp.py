@@ -1,5 +1,5 @@
-"""Figures of the fact-storing MLP study (SPEC S0): capacity scaling, bits per parameter,
-anisotropy, whitening and the two sweeps at the seed's d = 128 (seed_regime): `name(tables,
+"""Figures of the fact-storing MLP study (S0): capacity scaling, bits per parameter,
+anisotropy, whitening and the two sweeps at the paper's d = 128 (seed_regime): `name(tables,
 params) -> Figure`, listed in FIGURES; tables: results (and fits) of `mlp_summary.summary`."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def capacity_scaling(tables: dict[str, pd.DataFrame], params: dict):
     style.caption(fig, f"spherical keys and values, d = {section['d']}, random permutation map; mean over {section['seeds']} "
                        f"seeds (bars: min-max); NTK: the best of Hermite degrees {_degrees(params)} per F (thin lines: each "
                        f"degree); the bound lines assume {bits:g} bits per parameter, an empirical ceiling\n99% is the project's "
-                       f"standalone storage target (the seed's 99% of Fig. 7 is fact-adaptive accuracy inside a Transformer)")
+                       f"standalone storage target (the paper's 99% of Fig. 7 is fact-adaptive accuracy inside a Transformer)")
     return fig
 
 
@@ -211,7 +211,7 @@ def anisotropy(tables: dict[str, pd.DataFrame], params: dict, experiment: str = 
 
 
 def anisotropy_regime(tables: dict[str, pd.DataFrame], params: dict):
-    """`anisotropy` for the NTK methods' kappa sweep at the seed's d = 128 (mlp.anisotropy_regime),
+    """`anisotropy` for the NTK methods' kappa sweep at the paper's d = 128 (mlp.anisotropy_regime),
     which S0.ntk-anisotropy-breaks and S0.ntk-ustar-gain read."""
     return anisotropy(tables, params, experiment="anisotropy_regime")
 
@@ -304,7 +304,7 @@ def _whitening_regime_panels(axes, regime: pd.DataFrame, section: dict, colours:
 
 
 def seed_regime(tables: dict[str, pd.DataFrame], params: dict):
-    """The two sweeps at the seed's d = 128, three panels: (a) the NTK's smallest parameter count W
+    """The two sweeps at the paper's d = 128, three panels: (a) the NTK's smallest parameter count W
     against F (every target, degree of ntk_regime.ntk_degrees) with the counting bound log2(F!) / b
     and the F log2 F / b line; (b) the fraction of seeds the NTK stores within its width cap per F
     (S0.ntk-stores) and its best accuracy there; (c) the encoder-decoder's cost ratio

@@ -1,4 +1,4 @@
-"""Figures of the NTK study (SPEC S2): `name(tables, params) -> Figure`, listed in FIGURES.
+"""Figures of the NTK study (S2): `name(tables, params) -> Figure`, listed in FIGURES.
 
 Log-log panels show every seed (light points), the mean over seeds (line), the fitted power law
 and the theory's reference slope anchored at the mean curve's geometric middle, so a reader can

@@ -1,4 +1,4 @@
-"""Figures of the usability study (SPEC S0 "Usability inside a Transformer"; the seed's Figs. 7-8).
+"""Figures of the usability study (S0 "Usability inside a Transformer"; the paper's Figs. 7-8).
 
 Each figure is `name(tables, params) -> Figure`, tables being the inputs of the study's figure
 rule read as DataFrames (workflow/rules/usability.smk: USABILITY_FIGURE_INPUTS); FIGURES lists them.
@@ -108,7 +108,7 @@ def whitening(tables: dict[str, pd.DataFrame], params: dict):
 
 def lipschitz(tables: dict[str, pd.DataFrame], params: dict):
     """Max fact-adaptive accuracy vs the swapped MLP's tangent-space Lipschitz constant, with the
-    threshold of each whitening family (the seed's Fig. 8b reads the MLPs of Fig. 8a).
+    threshold of each whitening family (the paper's Fig. 8b reads the MLPs of Fig. 8a).
 
     tables: mlps (summary). Only the whitening experiment's MLPs that store >= target of their
     facts on their own (folded back).

@@ -1,4 +1,4 @@
-"""Usability of fact-storing MLPs inside a Transformer (SPEC S0 "Usability inside a Transformer").
+"""Usability of fact-storing MLPs inside a Transformer (S0 "Usability inside a Transformer").
 
 - task.py: the `<junk> key <junk> Q value` recall task: vocabulary, sequences, embeddings.
 - training.py: training the attention around a frozen MLP; plain and fact-adaptive recall.

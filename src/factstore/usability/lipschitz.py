@@ -1,10 +1,10 @@
-"""The Lipschitz constant of a hosted MLP as the Transformer sees it (SPEC S0, the seed's Fig. 8b).
+"""The Lipschitz constant of a hosted MLP as the Transformer sees it (S0, the paper's Fig. 8b).
 
 Inside the Transformer the MLP only ever reads normalised inputs: its input is s * rms(a), a
 point of the sphere of radius sqrt(d) s (the unit sphere for unit keys). The radial direction
 never reaches it, so the constant that matters is the Jacobian RESTRICTED TO THE TANGENT SPACE of
 that sphere at the key, J_g(x) (I - x x^T / ||x||^2), and its spectral norm, maximised over
-sampled keys (the seed samples 100). Decoding does not depend on the output scale, so the
+sampled keys (the paper samples 100). Decoding does not depend on the output scale, so the
 scale-free version divides by the RMS output norm over all keys.
 """
 

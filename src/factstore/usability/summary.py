@@ -7,10 +7,10 @@ value's distance to its bound with this spread (factstore.claims).
 
 - usable capacity (S0.usable): the usable-over-standalone ratio over the CONSTRUCTIONS (NTK,
   encoder-decoder), the claim's subject; GD's beside it, not checked.
-- whitening (S0.whitening-tradeoff): the maximum fact-adaptive accuracy (the seed's criterion)
+- whitening (S0.whitening-tradeoff): the maximum fact-adaptive accuracy (the paper's criterion)
   and standalone F / W along alpha, per embedding kind and method.
 - Lipschitz threshold (S0.lipschitz-threshold): located within each method's whitening family
-  (the seed's Fig. 8b reads the MLPs of Fig. 8a), then pooled (threshold.py).
+  (the paper's Fig. 8b reads the MLPs of Fig. 8a), then pooled (threshold.py).
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def capacity_gains(rows: pd.DataFrame, moderate_alphas: list[float]) -> pd.Serie
       certified lower bound on the gain;
     - a moderate alpha does not store but alpha = 0 does: 0 (it has less capacity);
     - neither stores: both MLPs are at the cap's width, so the gain is read at that fixed width
-      budget (as SPEC reads the anisotropy break), the facts each recalls there on its own per
+      budget (as S0.ntk-anisotropy-breaks reads the anisotropy break), the facts each recalls there on its own per
       parameter (standalone_trained x F / n_params), the worse non-storing moderate alpha's over
       alpha = 0's. On the real MiniLM keys the degree-2 NTK stores neither alpha = 0 nor, for one
       seed, alpha = 0.1 at any width up to 2^18 (docs/methods/usability.md), so no width cap

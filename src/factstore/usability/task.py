@@ -1,4 +1,4 @@
-"""The recall task `<junk prefix> key <junk suffix> Q value` (SPEC S0 "Usability"; the seed's SSFR).
+"""The recall task `<junk prefix> key <junk suffix> Q value` (S0 "Usability"; the paper's SSFR).
 
 Vocabulary layout for F facts and J junk tokens (`Vocabulary`), keys and values TIED into one
 set of fact tokens as in the follow-up paper's code (vocabulary F + J + 1):

@@ -1,4 +1,4 @@
-"""Where usability falls against the MLP's Lipschitz constant (SPEC S0, the seed's Fig. 8b).
+"""Where usability falls against the MLP's Lipschitz constant (S0, the paper's Fig. 8b).
 
 Two rules, both stated before any run:
 - `smallest_failing`: the smallest Lipschitz constant among MLPs whose fact-adaptive accuracy is

@@ -5,12 +5,12 @@ attention training around an inserted MLP), each part a setting (`TrainingSettin
 - only the attention's query and key maps train: AdamW (weight decay on W_q and W_k, the only
   trained weights), on the cross-entropy of the prediction at Q over the whole vocabulary;
 - every update draws `batch_size` facts WITH replacement, each in fresh random junk;
-- every `eval_every` updates, the FACT-ADAPTIVE accuracy is measured (the seed's criterion): the
+- every `eval_every` updates, the FACT-ADAPTIVE accuracy is measured (the paper's criterion): the
   MLP swapped in, built the same way for a NEW random fact map on the same embeddings, replaces
   the one trained with, and recall of the new map is scored over `eval_repeats` x F fresh
   sequences (every fact in eval_repeats fresh contexts). Attention that learnt to route the key
   into the MLP transfers; attention that memorised facts around the MLP does not. The run keeps
-  the maximum over these evaluations (`fact_adaptive_max`, the seed's "maximum fact-adaptive
+  the maximum over these evaluations (`fact_adaptive_max`, the paper's "maximum fact-adaptive
   accuracy") and stops when it reaches `stop_accuracy`, when it has not improved for `patience`
   updates (a plateau; not before the restart check below while a restart is left, unless the
   run already attends to the key, which that check could not restart), or after
