@@ -193,16 +193,17 @@ def run_step(
     if torch is not None:
         from factstore.device import seed_everything, select_device
 
+        chosen = select_device(device)  # before any process-wide setting: a bad device name leaves none behind
         torch.set_num_threads(threads)
-        torch.set_flush_denormal(True)  # softmax tails turn denormal near convergence: 2.5-4x slower otherwise
         seed_everything(int(params.get("seed", 0)))
-        chosen = select_device(device)
     else:
         chosen = "cpu"
     context = StepContext(device=chosen, threads=threads)
 
     start, cpu_start = time.perf_counter(), time.process_time()
     try:
+        if torch is not None:
+            torch.set_flush_denormal(True)  # softmax tails turn denormal near convergence: 2.5-4x slower otherwise
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ResultWarning)
             results = step(params, {k: Path(v) for k, v in inputs.items()}, context)

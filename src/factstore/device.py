@@ -16,6 +16,13 @@ DEVICE_NAME = re.compile(r"auto|cpu|cuda(:\d+)?")
 """The device names select_device accepts (lower case): auto, cpu, cuda, cuda:N."""
 
 
+def device_name_problem(choice: str, source: str = "FACTSTORE_DEVICE") -> str | None:
+    """Why `choice` (lower case) is not a device name select_device accepts, or None."""
+    if DEVICE_NAME.fullmatch(choice):
+        return None
+    return f"{source}={choice} is not a device name: use auto, cpu, cuda or cuda:N (N the GPU's index)"
+
+
 def select_device(requested: str | None = None) -> torch.device:
     """`requested` (or $FACTSTORE_DEVICE) may be 'cpu', 'cuda', 'cuda:1' or 'auto' (the default).
 
@@ -25,8 +32,9 @@ def select_device(requested: str | None = None) -> torch.device:
     """
     choice = (requested or os.environ.get("FACTSTORE_DEVICE") or "auto").strip().lower()
     source = "--device" if requested else "FACTSTORE_DEVICE"
-    if not DEVICE_NAME.fullmatch(choice):
-        raise DeviceUnavailable(f"{source}={choice} is not a device name: use auto, cpu, cuda or cuda:N (N the GPU's index)")
+    problem = device_name_problem(choice, source)
+    if problem:
+        raise DeviceUnavailable(problem)
     if choice == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if choice.startswith("cuda") and not torch.cuda.is_available():

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,14 +233,11 @@ def host_memory_bytes() -> float:
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-CUDA_NAME = re.compile(r"cuda(:\d+)?")
-
-
 def gpu_requested(gpu_resource: Any, environ: dict) -> str | None:
     """What asked this run for a GPU: 'FACTSTORE_DEVICE=cuda...' or 'the resource gpu=N' (a profile's
     `resources: gpu=N` or --resources), else None. FACTSTORE_DEVICE=cpu overrides the resource."""
     device = (environ.get("FACTSTORE_DEVICE") or "").strip().lower()
-    if CUDA_NAME.fullmatch(device):
+    if device.startswith("cuda"):
         return f"FACTSTORE_DEVICE={device}"
     value = getattr(gpu_resource, "value", gpu_resource)  # Snakemake 9 wraps it in a Resource
     if device != "cpu" and isinstance(value, (int, float)) and value >= 1:
@@ -267,9 +263,12 @@ def workflow_problem(config: dict, gpu_resource: Any = None, environ: dict | Non
     """
     environ = os.environ if environ is None else environ
     device = (environ.get("FACTSTORE_DEVICE") or "auto").strip().lower()
-    if device not in ("auto", "cpu") and not CUDA_NAME.fullmatch(device):
-        return (f"factstore: FACTSTORE_DEVICE={device} is not a device name: use auto, cpu, cuda or cuda:N "
-                "(N the GPU's index)")
+    if device not in ("auto", "cpu"):  # torch loads here only where another device is named
+        from factstore.device import device_name_problem
+
+        problem = device_name_problem(device)
+        if problem:
+            return f"factstore: {problem}"
     asked = gpu_requested(gpu_resource, environ)
     if cuda_available is None and (asked or (device == "auto" and cuda_may_be_present())):
         import torch

@@ -115,15 +115,18 @@ def rendered(root: Path) -> dict[Path, str]:
     return texts
 
 
+def _stale_texts(root: Path) -> dict[Path, str]:
+    return {path: text for path, text in rendered(root).items() if (root / path).read_text() != text}
+
+
 def stale(root: Path) -> list[Path]:
     """The generated documents that differ from what the registry gives."""
-    return [path for path, text in rendered(root).items() if (root / path).read_text() != text]
+    return list(_stale_texts(root))
 
 
 def write(root: Path) -> list[Path]:
     """Rewrite every stale generated document; returns those written."""
-    changed = stale(root)
-    texts = rendered(root)
-    for path in changed:
-        (root / path).write_text(texts[path])
-    return changed
+    texts = _stale_texts(root)
+    for path, text in texts.items():
+        (root / path).write_text(text)
+    return list(texts)

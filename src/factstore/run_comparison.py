@@ -8,8 +8,7 @@ smoke scale is shown as smoke:
 - results/claims.json: the claim records; each records the scale it was judged at (`run_scale`);
 - results/claims.json.prov.json, its provenance sidecar (factstore.provenance): the step's
   parameters (`scale`, and `config_file` / `config_overrides` where the workflow passes them) and
-  the git commit;
-- results/claims_summary.json: the counts per status, and a `scale` where it records one.
+  the git commit.
 
 Where these files disagree (claims.json says default, the sidecar smoke), each file's value is
 shown and the disagreement said; a field no file records reads "unknown".
@@ -113,17 +112,15 @@ def _text(value: Any) -> str | None:
     return str(value) if value not in (None, "", {}) else None
 
 
-def describe(run: str | Path, records: list[Record]) -> dict[str, Any]:
-    """What the run's own files record about it: {'scales': {file name: scale}, 'config_file',
-    'config_overrides', 'commit'}, each None where no file records it."""
-    path = claims_path(run)
+def describe(path: Path, records: list[Record]) -> dict[str, Any]:
+    """What a run's own files record about it (`path` its claims.json, `records` what it holds):
+    {'scales': {file name: scale}, 'config_file', 'config_overrides', 'commit'}, each None where no
+    file records it."""
     sidecar = _json_object(io.sidecar_path(path))
     params = sidecar.get("params") if isinstance(sidecar.get("params"), dict) else {}
-    summary = _json_object(path.with_name("claims_summary.json"))
     scales = {
         path.name: _text(sorted({str(r["run_scale"]) for r in records if r.get("run_scale") is not None})),
         io.sidecar_path(path).name: _text(params.get("scale")),
-        "claims_summary.json": _text(summary.get("scale")),
     }
     git = sidecar.get("git") if isinstance(sidecar.get("git"), dict) else {}
     commit = _text(git.get("commit"))
@@ -213,7 +210,8 @@ def comparison_lines(name_a: str, before: list[Record], description_a: dict[str,
 
 def compare_runs(run_a: str, run_b: str, changed_only: bool = False) -> str:
     """The comparison text of two runs; RunError (one line) when either is not a claims report."""
-    before, after = load_records(run_a), load_records(run_b)
-    lines = comparison_lines(run_a, before, describe(run_a, before), run_b, after, describe(run_b, after),
+    path_a, path_b = claims_path(run_a), claims_path(run_b)
+    before, after = load_records(path_a), load_records(path_b)
+    lines = comparison_lines(run_a, before, describe(path_a, before), run_b, after, describe(path_b, after),
                              changed_only)
     return "\n".join(lines) + "\n"

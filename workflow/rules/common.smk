@@ -46,8 +46,8 @@ CONFIG_OVERRIDES = workflow.config_settings.config or {}
 # This run's directory (workflow/Snakefile moves every rule's paths there); a step that is given a
 # folder or a file as a parameter rather than as an input gets it through in_run.
 RUN_DIR = config["run_dir"]
-if run_directory.run_dir_problem(RUN_DIR):
-    sys.exit(f"factstore: {run_directory.run_dir_problem(RUN_DIR)}")
+if problem := run_directory.run_dir_problem(RUN_DIR):
+    sys.exit(f"factstore: {problem}")
 
 
 def in_run(folder):

