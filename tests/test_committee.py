@@ -517,9 +517,62 @@ def test_bit_and_label_accuracies():
         assert ((0 <= labels) & (labels <= bits) & (bits <= 1)).all()
         if outputs == 1:
             assert torch.equal(bits, labels)
-    result = multi_output.train_until_saturated(weights, x, y, max_epochs=60, learning_rate=0.05, beta_start=1.0,
-                                                beta_end=16.0, patience=1000)
-    assert result.epochs == 60 and (result.accuracy > 0.5).all() and 0 <= result.saturated_at < 60
+    result = multi_output.train_through_anneal(weights, x, y, max_epochs=60, learning_rate=0.05, beta_start=1.0,
+                                               beta_end=16.0, patience=1000)
+    assert result.epochs == 60 and (result.accuracy > 0.5).all() and 0 <= result.saturated_at <= 60
+    assert not result.saturated, "a patience longer than the run cannot read saturation"
+
+
+def test_training_runs_the_whole_anneal_whatever_the_patience():
+    """A short patience no longer stops the run: every O trains through all max_epochs (beta
+    annealed to its end), and 'saturated' is read over the last `patience` epochs."""
+    generator = torch.Generator().manual_seed(9)
+    x, y, _ = patterns.load_batch([200] * 2, 12, generator, n_outputs=8)
+    weights = multi_output.initial_weights(2, 12, 3, 8, generator)
+    result = multi_output.train_through_anneal(weights, x, y, max_epochs=200, learning_rate=0.05, beta_start=1.0,
+                                               beta_end=16.0, patience=10)
+    assert result.epochs == 200
+    assert result.saturated == (200 - result.saturated_at >= 10)
+
+
+def test_the_floor_is_what_a_random_hidden_layer_reads_out():
+    """The floor of fitted output perceptrons on a random sign layer: above chance on P random bits
+    (the fit finds some structure), falling as P grows (the H-dimensional fit overfits fewer bits),
+    and 1 for labels that ARE a linear readout of that layer."""
+    generator = torch.Generator().manual_seed(10)
+    floors = []
+    for count in (40, 400):
+        x, y, _ = patterns.load_batch([count] * 2, 20, generator, n_outputs=16)
+        floors.append(multi_output.random_hidden_floor(x, y, 3, torch.Generator().manual_seed(11)))
+    assert (floors[0] > 0.5).all() and (floors[1] > 0.5).all() and (floors[1] < floors[0]).all()
+    first = torch.randn(2, 3, 20, generator=torch.Generator().manual_seed(11))
+    hidden_signs = torch.sign(torch.einsum("bpn,bhn->bph", x, first))
+    readable = torch.sign(hidden_signs @ torch.randn(3, 16, generator=generator) + 1e-9)
+    assert (multi_output.random_hidden_floor(x, readable, 3, torch.Generator().manual_seed(11)) == 1.0).all()
+
+
+def test_the_exponent_is_fitted_clear_of_the_floor():
+    """acc - 1/2 = 0.4 O^-0.9 down to a floor of 0.03, with the floor at 0.03: the checked exponent,
+    fitted where acc - 1/2 >= 3x the floor, is -0.9; the fit over every O is flattened by the
+    floor; a floor as high as the data leaves fewer than 3 O in the window (no exponent)."""
+    from factstore.experiments.committee_summary import multi_output_metrics
+
+    outputs = 2.0 ** np.arange(11)
+    above = np.maximum(0.4 * outputs**-0.9, 0.03)
+    per_o = pd.DataFrame({"outputs": outputs, "above_chance": above, "floor_above_chance": 0.03,
+                          "bits_per_weight": above, "label_accuracy": above, "saturated": True,
+                          "saturated_at": 10, "epochs": 100})
+
+    def read(frame):
+        window = frame[frame.above_chance >= multi_output.FLOOR_MARGIN * frame.floor_above_chance]
+        return {name: value for name, value, *_ in multi_output_metrics(frame, window)}
+
+    metrics = read(per_o)
+    assert metrics["multi_output_exponent"] == pytest.approx(-0.9, abs=1e-6)
+    assert metrics["multi_output_exponent_all_o"] > -0.6, "the floor flattens the fit over every O"
+    assert metrics["multi_output_window_points"] == 3  # O = 1, 2, 4: 0.4 O^-0.9 >= 0.09
+    high = read(per_o.assign(floor_above_chance=0.1))
+    assert high["multi_output_window_points"] < 3 and math.isnan(high["multi_output_exponent"])
 
 
 def test_finite_error_capacity_counts_stored_bits():
@@ -534,7 +587,7 @@ INSIDE = {
     "cpw_k1_lp_largest_n": 2.0, "cpw_k3_best_largest_n": 2.96, "cpw_k5_best_largest_n": 3.33,
     "depth_tree_ratio": 1.01, "depth_fc_ratio_max_over_min": 1.05,
     "multi_output_above_chance_min": 0.02, "multi_output_exponent": -0.9, "multi_output_exponent_r2": 0.98,
-    "multi_output_saturated_fraction": 1.0,  # the power law's gate: every O saturated
+    "multi_output_saturated_fraction": 1.0, "multi_output_window_points": 4.0,  # the power law's gates
 }
 OUTSIDE = {
     "cpw_k1_lp_largest_n": 1.5, "cpw_k3_best_largest_n": 2.2, "cpw_k5_best_largest_n": 2.4,

@@ -97,9 +97,10 @@ def test_git_blob_id_matches_git(tmp_path):
     assert fetching.git_blob_id(path) == expected
 
 
-def test_mirror_that_is_not_a_directory_is_an_error(tmp_path):
-    with pytest.raises(fetching.FetchError, match="is not a directory"):
-        fetching.mirror_directory(tmp_path / "missing")
+def test_a_mirror_that_is_not_a_directory_falls_back_to_the_download_saying_so(tmp_path, capsys):
+    assert fetching.mirror_directory(tmp_path / "missing") is None
+    message = capsys.readouterr().err
+    assert message.count("\n") == 1 and "is not a directory: downloading from the sources instead" in message
 
 
 def test_goodreads_tables(mirror):

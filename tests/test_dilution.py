@@ -16,8 +16,8 @@ from torch import nn
 from conftest import REPOSITORY, SMOKE_DIR, assert_figures
 from factstore.claims import evaluate_claim, load_registry
 from factstore.dilution import archetypes as toy
-from factstore.dilution import fewrel, mlm
-from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, prune_by_magnitude, zero_fraction
+from factstore.dilution import fewrel, mlm, readings
+from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, max_dilution_interval, prune_by_magnitude, zero_fraction
 from factstore.experiments import dilution as steps
 from factstore.io import load_tensors
 
@@ -385,8 +385,9 @@ PASSING = {
     "bert_subsets_kept_ratio": 1.5,
     "fewrel_samples_kept_ratio": 1.0,
     "bert_later_blocks_max_pruning": 0.95,
-    "bert_later_minus_qkv_max_pruning": 0.1,
-    "bert_later_minus_first_block_max_pruning": 0.2,
+    "bert_later_minus_qkv_max_pruning_lower": 0.1,
+    "bert_later_minus_first_block_max_pruning_lower": 0.2,
+    "archetype_samples_abs_spearman": 0.4,
 }
 FAILING = {
     "archetype_labels_spearman": 0.5,
@@ -395,8 +396,9 @@ FAILING = {
     "bert_subsets_kept_ratio": 2.5,
     "fewrel_samples_kept_ratio": 5.0,
     "bert_later_blocks_max_pruning": 0.3,
-    "bert_later_minus_qkv_max_pruning": 0.0,
-    "bert_later_minus_first_block_max_pruning": -0.1,
+    "bert_later_minus_qkv_max_pruning_lower": 0.0,
+    "bert_later_minus_first_block_max_pruning_lower": -0.1,
+    "archetype_samples_abs_spearman": 0.95,  # max dilution 0.1 / 0.2 / 0.4 / 0.4 at 100-800 samples per label
 }
 
 
@@ -406,6 +408,7 @@ GATES_PASSING = {
     "bert_apt_margin_se": 12.0,
     "bert_apt_standard_error": 0.0028,
     "bert_removal_drop_se": 30.0,
+    "bert_first_block_removal_drop_se": 20.0,
     "archetype_samples_unresolved_settings": 0.0,
 }
 GATES_FAILING = {  # the unigram-stage BERT of the review, FewRel underfit, archetypes at P / W = 0.1
@@ -414,6 +417,7 @@ GATES_FAILING = {  # the unigram-stage BERT of the review, FewRel underfit, arch
     "bert_apt_margin_se": 3.5,
     "bert_apt_standard_error": 0.006,
     "bert_removal_drop_se": 0.5,
+    "bert_first_block_removal_drop_se": 3.5,  # the 'many' BERT barely uses its first block
     "archetype_samples_unresolved_settings": 4.0,  # max dilution 0 at every samples-per-label setting
 }
 
@@ -482,6 +486,8 @@ def test_summary_writes_every_metric_the_claims_and_gates_read(monkeypatch):
         assert check["metric"] in metrics, check["metric"]
     assert metrics["archetype_labels_spearman"] == pytest.approx(-np.sqrt(3) / 2)
     assert metrics["bert_later_blocks_max_pruning"] == 0.9 and metrics["bert_later_minus_qkv_max_pruning"] == pytest.approx(0.4)
+    assert metrics["bert_later_minus_qkv_max_pruning_subset_min"] == pytest.approx(0.4)
+    assert metrics["bert_first_block_removal_drop_se"] == pytest.approx(20.0)
     assert np.isnan(metrics["fewrel_labels_spearman"])  # flat: no fall, the check fails
     assert metrics["archetype_cpw_min"] == pytest.approx(20 / 20)  # 2 labels x 10 per label over 20 weights
     assert metrics["archetype_samples_unresolved_settings"] == 0  # both sample sizes hold up to 0.5
@@ -504,6 +510,87 @@ def test_a_plateau_that_ends_before_the_first_diluted_rate_is_unresolved_not_ind
         assert values["archetype_samples_unresolved_settings"] == unresolved and values["archetype_samples_kept_ratio"] == 1.0
         measured = PASSING | GATES_PASSING | {name: values[name] for name in ("archetype_samples_unresolved_settings", "archetype_samples_kept_ratio")}
         assert evaluate_claim(claim, _tables(claim, measured), "paper")["status"] == status
+
+
+PRUNING_RATES = [0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 1.0]
+
+
+def _pruning_curves(apts: dict[tuple[str, str], list[float]], drop_se: float = 0.0005) -> pd.DataFrame:
+    """Hand-made BERT pruning tables: {(subset, group): APT at each of PRUNING_RATES}, the unpruned
+    APT 0.12 (a 2% plateau ends at 0.1176), every drop's paired SE `drop_se`."""
+    return pd.DataFrame([{"subset": s, "group": g, "rate": r, "apt": a, "apt_unpruned": 0.12, "most_frequent_apt": 0.06,
+                          "margin_standard_error": 0.002, "apt_standard_error": 0.0027,
+                          "drop_standard_error": 0.0 if r == 0 else drop_se, "masked_tokens": 14000}
+                         for (s, g), curve in apts.items() for r, a in zip(PRUNING_RATES, curve)])
+
+
+def _holds_to(rate: float, low: float = 0.10) -> list[float]:
+    """An APT curve on PRUNING_RATES that keeps 0.12 up to `rate` and reads `low` beyond it."""
+    return [0.12 if r <= rate else low for r in PRUNING_RATES]
+
+
+def _bert_prunable_status(curves: pd.DataFrame) -> str:
+    claim = _claim("S3.bert-prunable")
+    measured = {name: value for name, value, _ in readings.bert_tolerance_metrics(curves, 0.02)}
+    measured |= {name: value for name, value, *_ in readings.bert_gate_metrics(curves)}
+    return evaluate_claim(claim, _tables(claim, PASSING | GATES_PASSING | measured), "paper")["status"]
+
+
+def test_max_dilution_interval_brackets_the_grid_read():
+    rates, accuracy = PRUNING_RATES, [0.12, 0.1185, 0.1178, 0.1170, 0.11, 0.10, 0.09]
+    low, high = max_dilution_interval(rates, accuracy, [0, 0.0005] + [0.001] * 5, 0.12, 0.02, 1.0)
+    assert (low, max_dilution(rates, accuracy, 0.12, 0.02), high) == (0.5, 0.8, 0.9)
+    assert max_dilution_interval(rates, accuracy, [0.001] * 7, 0.12, 0.02, 0.0) == (0.8, 0.8)
+
+
+def test_first_block_gate_makes_the_claim_untestable_when_removing_the_block_hardly_matters():
+    """The first block removed costs 'many' 0.0015 APT = 3 paired SE: the gate fails whatever the
+    checks give; removed at a cost of 0.02 APT = 40 SE in both subsets, the claim is judged."""
+    apts = {(s, "later_blocks"): _holds_to(0.95) for s in ("few", "many")}
+    apts |= {(s, "qkv"): _holds_to(0.5) for s in ("few", "many")}
+    for many_removed, status in ((0.1185, "UNTESTABLE"), (0.10, "PASS")):
+        first = {("few", "first_block"): _holds_to(0.5), ("many", "first_block"): _holds_to(0.5, low=many_removed)}
+        curves = _pruning_curves(apts | first)
+        gates = {name: value for name, value, *_ in readings.bert_gate_metrics(curves)}
+        assert gates["bert_first_block_removal_drop_se"] == pytest.approx((0.12 - many_removed) / 0.0005)
+        assert _bert_prunable_status(curves) == status
+
+
+def test_tolerance_differences_are_read_per_subset_with_an_interval():
+    later = {(s, "later_blocks"): _holds_to(0.9) for s in ("few", "many")}
+    first = {(s, "first_block"): _holds_to(0.5) for s in ("few", "many")}
+    # one subset's Q/K/V fall carries the mean over subsets (0.2), the other shows none: FAIL
+    one_subset = _pruning_curves(later | first | {("few", "qkv"): _holds_to(0.9), ("many", "qkv"): _holds_to(0.5)})
+    metrics = {name: value for name, value, _ in readings.bert_tolerance_metrics(one_subset, 0.02)}
+    assert metrics["bert_later_minus_qkv_max_pruning_subset_min"] == 0.0
+    assert metrics["bert_later_minus_qkv_max_pruning_lower"] == 0.0
+    assert _bert_prunable_status(one_subset) == "FAIL"
+    # Q/K/V end one grid step lower in both subsets, but their APT at 0.9 is half a paired SE under
+    # the plateau: the grid difference reads 0.1, the interval's lower end 0: FAIL
+    near = [0.12, 0.12, 0.12, 0.1176 - 0.00025, 0.10, 0.10, 0.10]
+    within_noise = _pruning_curves(later | first | {(s, "qkv"): near for s in ("few", "many")})
+    metrics = {name: value for name, value, _ in readings.bert_tolerance_metrics(within_noise, 0.02)}
+    assert metrics["bert_later_minus_qkv_max_pruning_subset_min"] == pytest.approx(0.1)
+    assert metrics["bert_later_minus_qkv_max_pruning_lower"] == pytest.approx(0.0)
+    assert _bert_prunable_status(within_noise) == "FAIL"
+    # Q/K/V fall far below the plateau after 0.5 in both subsets: PASS
+    clear = _pruning_curves(later | first | {(s, "qkv"): _holds_to(0.5) for s in ("few", "many")})
+    metrics = {name: value for name, value, _ in readings.bert_tolerance_metrics(clear, 0.02)}
+    assert metrics["bert_later_minus_qkv_max_pruning_lower"] == pytest.approx(0.4)
+    assert _bert_prunable_status(clear) == "PASS"
+
+
+def test_a_steady_rise_with_samples_per_label_fails_the_trend_check():
+    """0.1 / 0.2 / 0.4 / 0.4 at 100-800 samples per label passes the factor-2 kept ratio (1.5) but
+    not |Spearman| <= 0.8; a constant or unordered max dilution passes."""
+    claim, sizes = _claim("S3.cpl-data-independent"), [100, 200, 400, 800]
+    for dilutions, spearman_value, status in (([0.1, 0.2, 0.4, 0.4], 0.9487, "FAIL"), ([0.4, 0.4, 0.4, 0.4], 0.0, "PASS"),
+                                              ([0.2, 0.4, 0.1, 0.3], 0.0, "PASS")):
+        value = readings.abs_trend_spearman(sizes, dilutions)
+        assert value == pytest.approx(spearman_value, abs=1e-4)
+        measured = {"archetype_samples_abs_spearman": value, "archetype_samples_kept_ratio": kept_fraction_ratio(dilutions)}
+        assert evaluate_claim(claim, _tables(claim, PASSING | GATES_PASSING | measured), "paper")["status"] == status
+    assert np.isnan(readings.abs_trend_spearman([100, 200], [0.1, 0.2]))  # two points rank nothing
 
 
 def test_identical_predictions_are_zero_standard_errors_apart():

@@ -29,7 +29,7 @@ def test_the_shipped_laptop_configs_fit_a_16_gb_laptop(name):
 
 def test_the_paper_config_has_a_peak_per_study():
     peaks = memory_estimate.peak_per_study(load("config/paper.yaml"))
-    assert {"assoc", "ntk", "attention", "committee", "mlp", "editing"} <= set(peaks)
+    assert {"assoc", "ntk", "attention", "committee", "mlp", "editing", "usability"} <= set(peaks)
     assert all(term.bytes > 0 and term.key for term in peaks.values())
 
 
@@ -67,3 +67,20 @@ def test_facts_for_load_matches_the_assoc_module():
 
     for alpha, d in [(0.1, 16), (1.5, 128), (1.5, 1024), (0.02, 32)]:
         assert abs(memory_estimate.facts_for_load(alpha, d) - assoc.facts_for_load(alpha, d)) <= 1
+
+
+def test_the_usability_whitening_estimate_is_one_batch_not_every_probe():
+    """The whitening step holds one batch of probes: its estimate grows with runs_per_batch and the
+    width cap, and not with the number of probes (alphas x seeds x methods)."""
+    config = load("config/paper.yaml")
+    term = memory_estimate.peak_per_study(config)["usability"]
+    assert term.key == "whitening.ntk_max_width" and term.value == config["usability"]["whitening"]["ntk_max_width"]
+    more_probes, larger_batch = copy.deepcopy(config), copy.deepcopy(config)
+    more_probes["usability"]["whitening"]["alphas"] = [i / 20 for i in range(21)]
+    more_probes["usability"]["whitening"]["seeds"] = 16
+    larger_batch["usability"]["runs_per_batch"] = 2 * config["usability"]["runs_per_batch"]
+    estimate = lambda c: memory_estimate.peak_per_study(c)["usability"].bytes  # noqa: E731
+    assert estimate(more_probes) == estimate(config) < estimate(larger_batch)
+    config["usability"]["whitening"]["ntk_max_width"] = 2**24
+    message = memory_estimate.workflow_problem(config, environ={}, host_bytes=LAPTOP, cuda_available=False)
+    assert message.startswith("factstore: usability.whitening.ntk_max_width = 16777216 needs about ")

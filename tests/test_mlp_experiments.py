@@ -229,19 +229,40 @@ def test_anisotropy_step_runs_every_method_and_the_ntk_at_extra_sizes(tmp_path):
     assert (table.kappa == 30.0).all() and table.rho.between(0, 1).all()
 
 
-def test_anisotropy_regime_step_is_the_anisotropy_step_at_every_kappa(tmp_path):
-    """The d = 128 NTK sweep (here at a tiny d): every kappa of its section in one table, rows
-    equal to the anisotropy step's at that kappa but for the experiment's name."""
+def test_anisotropy_regime_step_is_the_anisotropy_step_at_every_kappa_and_family(tmp_path):
+    """The d = 128 NTK sweep (here at a tiny d): every family of its `spectra` and every kappa in
+    one table, rows equal to the anisotropy step's at that kappa and family but for the
+    experiment's name; kappa = 1, one value set in both families, searched once and written under
+    each (the same rows as searching it again)."""
     section = {"d": 8, "n_facts": [16, 24], "kappas": [1, 30], "seeds": 1, "target": 1.0, "methods": ["ntk", "ntk_ustar"],
-               "spectrum": "geometric"}
+               "spectra": ["geometric", "linspace"]}
     run_step("mlp.anisotropy_regime", tiny_params(anisotropy_regime=section), {}, {"table": str(tmp_path / "regime.csv")})
     regime = pd.read_csv(tmp_path / "regime.csv")
+    assert list(regime.columns) == TABLE_COLUMNS
     assert set(regime.experiment) == {"anisotropy_regime"} and set(regime.kappa) == {1.0, 30.0}
-    sweep = {key: section[key] for key in ("d", "n_facts", "seeds", "target", "methods", "spectrum")} | {"ntk_facts": []}
-    run_step("mlp.anisotropy", tiny_params(kappa=30.0, anisotropy=sweep), {}, {"table": str(tmp_path / "k30.csv")})
-    at_30 = regime[regime.kappa == 30.0].drop(columns="experiment").reset_index(drop=True)
-    alone = pd.read_csv(tmp_path / "k30.csv").drop(columns="experiment")
-    pd.testing.assert_frame_equal(at_30, alone, check_dtype=False)  # NaNs at kappa = 1 make some columns float
+    assert set(regime.spectrum) == {"geometric", "linspace"}
+    assert regime.groupby("spectrum").size().to_dict() == {"geometric": 16, "linspace": 16}  # 2 F x 2 kappa x 2 methods x 2 degrees
+    sweep = {key: section[key] for key in ("d", "n_facts", "seeds", "target", "methods")} | {"ntk_facts": []}
+    for family in ("geometric", "linspace"):
+        for kappa in (1.0, 30.0):
+            out = tmp_path / f"{family}_{kappa:g}.csv"
+            run_step("mlp.anisotropy", tiny_params(kappa=kappa, anisotropy=sweep | {"spectrum": family}), {}, {"table": str(out)})
+            here = regime[(regime.kappa == kappa) & (regime.spectrum == family)].drop(columns="experiment").reset_index(drop=True)
+            alone = pd.read_csv(out).drop(columns="experiment")
+            pd.testing.assert_frame_equal(here, alone, check_dtype=False)  # NaNs at kappa = 1 make some columns float
+    at_30 = regime[regime.kappa == 30.0].set_index(["spectrum", "method", "degree", "F"])
+    assert not np.allclose(at_30.loc["geometric"].rho, at_30.loc["linspace"].rho)  # the families differ past kappa = 1
+
+
+def test_robust_regime_step_runs_the_encoder_decoder_on_both_families(tmp_path):
+    section = {"d": 8, "n_facts": [16, 24], "kappas": [1, 100], "seeds": 2, "target": 1.0, "methods": ["ed_gated"],
+               "spectra": ["geometric", "linspace"]}
+    run_step("mlp.robust_regime", tiny_params(robust_regime=section), {}, {"table": str(tmp_path / "robust.csv")})
+    table = pd.read_csv(tmp_path / "robust.csv")
+    assert set(table.experiment) == {"robust_regime"} and set(table.spectrum) == {"geometric", "linspace"}
+    assert len(table) == 2 * 2 * 2 * 2 and table.rho.between(0, 1).all()
+    isotropic = table[table.kappa == 1.0].set_index(["spectrum", "F", "replicate"])
+    pd.testing.assert_frame_equal(isotropic.loc["geometric"], isotropic.loc["linspace"])
 
 
 @pytest.mark.parametrize("kappa", [30.0, 1000.0])
@@ -324,9 +345,11 @@ def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(smoke_run)
     for method in section["capacity"]["methods"]:
         assert f"bits_per_parameter_{method}" in metrics
     source = (REPOSITORY / "src/factstore/experiments/mlp_summary.py").read_text()
-    # the d = 32 sweep's NTK metrics are the checked names with a suffix (mlp_summary.RenamedMetrics)
+    # the d = 32 sweep's metrics read at d = 128, and the NTK sweep's earlier readings on linspace rows,
+    # are the literal names with a suffix (mlp_summary.RenamedMetrics)
     suffix = mlp_summary.ANISOTROPY_SWEEP_SUFFIX
-    unwritten = [name for name in metrics if f'"{name.removesuffix(suffix)}"' not in source]
+    unwritten = [name for name in metrics
+                 if not any(f'"{name.removesuffix(end)}"' in source for end in (suffix, mlp_summary.LINSPACE_SUFFIX))]
     assert not unwritten, f"metric names not written literally in mlp_summary.py: {unwritten}"
     results = tables["results"]
     # the bound metric is the smallest ratio over every measured count (not whether it exceeds 1:
@@ -337,6 +360,9 @@ def test_the_smoke_config_yields_every_figure_and_the_claimed_metrics(smoke_run)
     assert set(results.experiment) == {"capacity", "ntk_regime", "robust_regime", "anisotropy", "anisotropy_regime", "whitening",
                                       "whitening_regime"}
     assert set(results[results.experiment == "anisotropy_regime"].d) == {section["anisotropy_regime"]["d"]}
+    for sweep in ("anisotropy_regime", "robust_regime"):  # both families of singular values, each read against the law
+        assert set(results[results.experiment == sweep].spectrum) == set(section[sweep]["spectra"]) == {"geometric", "linspace"}
+    assert {"law_break_kappa_ntk_linspace", "law_exponent_ed_gated_geometric", "ntk_break_kappa_budget_linspace"} <= set(metrics)
     assert any(name.endswith(suffix) for name in metrics)
     assert set(results[results.experiment == "ntk_regime"].d) == {section["ntk_regime"]["d"]}
     assert set(results[results.experiment == "whitening_regime"].d) == {section["whitening_regime"]["d"]}

@@ -9,8 +9,8 @@ against the host's memory (and the GPU's, when the run computes on CUDA) at work
 Each estimate is the bytes of the named tensors that are alive together at the peak, with the
 shapes written in the function's docstring; the allocator's rounding and Python's own overhead
 come on top (the assoc decoupled term, measured at a small size, came within 2% of the step's
-peak resident memory). The usability and dilution studies and the committee machines other than
-the multi-output one have no term: they are not estimated.
+peak resident memory). The usability study's capacity step, the dilution study and the committee
+machines other than the multi-output one have no term: they are not estimated.
 
 This module imports no torch at load time: the workflow imports it in the Snakemake process.
 """
@@ -205,8 +205,26 @@ def editing_terms(section: dict) -> list[Term]:
                  FLOAT32 * 3 * batch * 16 * vocabulary)]
 
 
+def usability_terms(section: dict) -> list[Term]:
+    """The usability study's whitening step (factstore.experiments.usability.whitening): it builds,
+    runs and drops its probes runs_per_batch at a time, each probe holding two folded MLPs (the
+    trained and the swapped), float64, plus the search's MLP and the pair a host ladder is trying.
+    At the widest host (whitening.ntk_max_width units, the widest NTK; a gated MLP's 3 d parameters
+    per unit) and the largest d of its embedding kinds: (2 runs_per_batch + 3) such MLPs."""
+    whitening = section.get("whitening", {})
+    width = whitening.get("ntk_max_width")
+    dims = [whitening.get(kind, {}).get("d", 0) for kind in ("real", "synthetic")]
+    if not width or not max(dims, default=0):
+        return []
+    mlps = 2 * section.get("runs_per_batch", 1) + 3
+    return [Term("usability", "whitening.ntk_max_width", width,
+                 f"{mlps} folded NTK MLPs of the whitening step ({width} units x 3 d = {3 * max(dims)} parameters, float64)",
+                 FLOAT64 * mlps * width * 3 * max(dims))]
+
+
 STUDIES = {"assoc": assoc_terms, "ntk": ntk_terms, "attention": attention_terms, "committee": committee_terms,
-           "mlp": mlp_terms, "editing": editing_terms}
+           "mlp": mlp_terms, "editing": editing_terms,
+           "usability": usability_terms}
 
 
 def peak_terms(config: dict) -> list[Term]:

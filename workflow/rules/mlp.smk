@@ -2,8 +2,8 @@
 # MiniLM embeddings with the Lipschitz constant. Jobs: MiniLM embeddings once; one capacity search
 # job per method (all F, seeds, targets); one anisotropy job per kappa and one whitening job per
 # alpha (all methods, sharing the U* solve of their value set); the sweeps at the paper's d = 128
-# (the NTK's capacity, the NTK's and the encoder-decoder's kappa sweeps) and the whitening sweep
-# at F >> d one job each.
+# (the NTK's capacity, the NTK's and the encoder-decoder's kappa sweeps, the two kappa sweeps on
+# every family of singular values of their `spectra`) and the whitening sweep at F >> d one job each.
 
 MLP = config["mlp"]
 # What every search job reads; each job adds its own section without the list it is one point of.
@@ -83,7 +83,8 @@ rule mlp_ntk_regime:
 
 
 rule mlp_robust_regime:
-    """The encoder-decoder's kappa sweep at the paper's d = 128 (S0.others-robust); closed forms."""
+    """The encoder-decoder's kappa sweep at the paper's d = 128 (S0.others-robust); closed forms, on
+    both families of singular values (mlp.robust_regime.spectra), each read against the cost law."""
     output:
         table="results/mlp/robust_regime.csv",
     input:
@@ -100,7 +101,8 @@ rule mlp_robust_regime:
 
 
 rule mlp_anisotropy_regime:
-    """The NTK methods' kappa sweep at the paper's d = 128 (S0.ntk-anisotropy-breaks, S0.ntk-ustar-gain)."""
+    """The NTK methods' kappa sweep at the paper's d = 128 (S0.ntk-anisotropy-breaks, S0.ntk-ustar-gain),
+    on both families of singular values (mlp.anisotropy_regime.spectra; kappa = 1 searched once)."""
     output:
         table="results/mlp/anisotropy_regime.csv",
     input:
@@ -219,9 +221,9 @@ MLP_FIGURE_INPUTS = {
     "capacity_scaling": {"results": rules.mlp_summary.output.results, "fits": rules.mlp_summary.output.fits},
     "bits_per_parameter": {"results": rules.mlp_summary.output.results},
     "anisotropy": {"results": rules.mlp_summary.output.results},
-    "anisotropy_regime": {"results": rules.mlp_summary.output.results},  # the NTK's kappa sweep at d = 128
+    "anisotropy_regime": {"results": rules.mlp_summary.output.results},  # the NTK's kappa sweeps at d = 128, both families
     "whitening": {"results": rules.mlp_summary.output.results},
-    "seed_regime": {"results": rules.mlp_summary.output.results},  # the d = 128 sweeps (ntk_regime, robust_regime)
+    "seed_regime": {"results": rules.mlp_summary.output.results},  # the d = 128 sweeps (ntk_regime, robust_regime on both families)
 }
 MLP_FIGURE_PARAMS = MLP_SUMMARY_PARAMS | {
     key: MLP[key]

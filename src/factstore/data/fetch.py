@@ -1,7 +1,8 @@
 """Download a file (or copy it from a local mirror), verify its checksum, write it atomically.
 
 Order of attempts: the mirror directory (when configured and it holds the file), then the URL with
-retries and exponential back-off. A file is moved into place only after its checksum matched, so
+retries and exponential back-off. A configured mirror that is not a directory, or that lacks the
+file, falls back to the download with one line on standard error saying so. A file is moved into place only after its checksum matched, so
 a failed or corrupted fetch leaves nothing behind.
 
 Two kinds of failure, told apart by their class:
@@ -22,6 +23,7 @@ import hashlib
 import http.client
 import os
 import shutil
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -81,13 +83,16 @@ def verify(path: Path, source: Source, origin: str | os.PathLike | None = None) 
 
 
 def mirror_directory(configured: str | os.PathLike | None = None) -> Path | None:
-    """The mirror given explicitly, else $FACTSTORE_DATA_MIRROR, else none."""
+    """The mirror given explicitly, else $FACTSTORE_DATA_MIRROR, else none; none (saying so on
+    standard error) when the one named is not a directory, so that the files are downloaded."""
     value = configured or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE)
     if not value:
         return None
     path = Path(value).expanduser()
     if not path.is_dir():
-        raise FetchError(f"data mirror {path} (from {MIRROR_ENVIRONMENT_VARIABLE} or data.mirror) is not a directory")
+        print(f"factstore: data mirror {path} (from {MIRROR_ENVIRONMENT_VARIABLE} or data.mirror) is not a directory: "
+              "downloading from the sources instead", file=sys.stderr)
+        return None
     return path
 
 
@@ -124,6 +129,7 @@ def fetch(
                 checksum = verify(tmp, source, origin=candidate)
             return {"origin": f"mirror:{source.path}", "checksum": checksum}
         attempts.append(f"mirror:{source.path} does not exist (no such file in the mirror)")
+        print(f"factstore: the data mirror has no {source.path}: downloading {source.url}", file=sys.stderr)
     for attempt in range(1, retries + 1):
         try:
             with atomic_path(destination) as tmp:

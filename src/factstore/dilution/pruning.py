@@ -67,3 +67,20 @@ def kept_fraction_ratio(max_dilutions: Sequence[float]) -> float:
     """max / min of the kept weight fractions 1 - d over a set of max dilutions (1 = identical)."""
     kept = 1 - np.asarray(max_dilutions, dtype=float)
     return float(kept.max() / kept.min()) if kept.min() > 0 else float("inf")
+
+
+def max_dilution_interval(
+    rates: Sequence[float], accuracies: Sequence[float], standard_errors: Sequence[float],
+    baseline: float, tolerance: float, width: float,
+) -> tuple[float, float]:
+    """(low, high) ends of a grid-read max dilution: the plateau's end read with every accuracy
+    `width` standard errors lower (low: the rates surely on the plateau) and higher (high: the
+    rates not excluded from it).
+
+    rates, accuracies, standard_errors: one sweep, aligned (the standard error of each rate's
+    accuracy drop from the baseline, 0 at rate 0); baseline, tolerance: as for max_dilution.
+    low <= max_dilution(rates, accuracies, ...) <= high; width 0 gives that read twice.
+    """
+    accuracy, error = np.asarray(accuracies, dtype=float), np.asarray(standard_errors, dtype=float)
+    return (max_dilution(rates, accuracy - width * error, baseline, tolerance),
+            max_dilution(rates, accuracy + width * error, baseline, tolerance))

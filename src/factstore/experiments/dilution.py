@@ -19,6 +19,7 @@ from factstore.device import derived_generator, global_generator_states, set_glo
 from factstore.dilution import archetypes as toy
 from factstore.dilution import fewrel, mlm
 from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, prune_by_magnitude, zero_fraction
+from factstore.dilution.readings import abs_trend_spearman, bert_gate_metrics, bert_tolerance_metrics
 from factstore.io import concat_tables, load_tensors, read_table
 from factstore.metrics import MetricsTable
 from factstore.statistics import spearman
@@ -252,38 +253,6 @@ def max_dilutions(curves: pd.DataFrame, keys: list[str], accuracy: str, toleranc
     return pd.DataFrame(rows)
 
 
-def _in_standard_errors(difference: pd.Series, standard_error: pd.Series) -> pd.Series:
-    """difference / standard_error; a zero difference with a zero standard error (identical
-    predictions) is 0 standard errors, a nonzero one is +-inf."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = difference / standard_error
-    return ratio.where(difference != 0, 0.0)
-
-
-def bert_gate_metrics(curves: pd.DataFrame) -> list[tuple[str, float, str, float | None]]:
-    """The BERT testability metrics, (name, value, detail, standard error), from the pruning tables:
-
-    bert_apt_margin_se: min over subsets of (unpruned APT - most-frequent-token APT) / its paired SE;
-    bert_apt_standard_error: max over subsets of the unpruned APT's binomial SE;
-    bert_removal_drop_se: min over subsets of (unpruned APT - APT with the later blocks pruned at
-    rate 1.0) / its paired SE (NaN when the sweep stops short of 1.0);
-    and bert_apt_unpruned_<subset>, reported with its SE.
-    """
-    rows, unpruned = [], curves[curves.rate == 0].groupby("subset").first()
-    for subset, row in unpruned.iterrows():
-        rows.append((f"bert_apt_unpruned_{subset}", row.apt_unpruned,
-                     f"accuracy per masked token over {row.masked_tokens} held-out tokens; most frequent token {row.most_frequent_apt:.4f}",
-                     row.apt_standard_error))
-    margin = _in_standard_errors(unpruned.apt_unpruned - unpruned.most_frequent_apt, unpruned.margin_standard_error)
-    rows.append(("bert_apt_margin_se", margin.min(), f"per subset {margin.round(2).to_dict()}", None))
-    rows.append(("bert_apt_standard_error", unpruned.apt_standard_error.max(), f"per subset {unpruned.apt_standard_error.round(4).to_dict()}", None))
-    removed = curves[(curves.group == "later_blocks") & (curves.rate == 1.0)].set_index("subset")
-    drop = _in_standard_errors(removed.apt_unpruned - removed.apt, removed.drop_standard_error).reindex(unpruned.index)
-    rows.append(("bert_removal_drop_se", drop.min(skipna=False),
-                 f"per subset {drop.round(2).to_dict()}; APT with the later blocks removed {removed.apt.round(4).to_dict()}", None))
-    return rows
-
-
 def _spearman_or_nan(x, y) -> float:
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     return float(spearman(x, y)) if len(x) >= 3 and np.ptp(y) > 0 else float("nan")
@@ -322,8 +291,9 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         metrics.add("archetype_samples_unresolved_settings", float(len(unresolved)),
                     f"samples-per-label settings whose accuracy falls off at the grid's first diluted rate (max dilution 0, "
                     f"the plateau's end not resolved): {unresolved.value.tolist()}")
-        metrics.add("archetype_samples_abs_spearman", abs(_spearman_or_nan(samples.value, samples.max_dilution)),
-                    "|Spearman(max dilution, samples per label)|, reported beside the ratio: near 1 is a steady trend the ratio may hide")
+        metrics.add("archetype_samples_abs_spearman", abs_trend_spearman(samples.value, samples.max_dilution),
+                    f"|Spearman(max dilution, samples per label)| over {len(samples)} settings (0 when the max dilution is constant): "
+                    "near 1 is a steady trend the ratio may hide")
     depth = by_sweep.get("depth")
     if depth is not None:
         metrics.add("archetype_depth_kept_ratio", kept_fraction_ratio(depth.max_dilution),
@@ -354,6 +324,8 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         if "head" in pivot.index:
             metrics.add("bert_later_minus_head_max_pruning", (later - pivot.loc["head"]).mean(),
                         f"head {pivot.loc['head'].to_dict()} (reported: the head claim came from a secondary note)")
+    for name, value, detail in bert_tolerance_metrics(bert_curves, params["bert_tolerance"]):
+        metrics.add(name, value, detail)
     for name, value, detail, error in bert_gate_metrics(bert_curves):
         metrics.add(name, value, detail, standard_error=error)
 

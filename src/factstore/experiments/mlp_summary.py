@@ -5,10 +5,16 @@ search steps, fits W = C F (log2 F + b) per (method, target), and writes every m
 config/claims.yaml checks, plus the per-method numbers behind them.
 
 Every metric name is written out literally where it is added (per-method names in literal tables
-keyed by method), so `grep` leads from a claim to the code that computes it; the one exception is
-the d = 32 kappa sweep's NTK metrics, reported as the checked names + ANISOTROPY_SWEEP_SUFFIX. A
-method or target missing from a table has no metric of that family; its numbers are still in
-results and fits.
+keyed by method, or by method and family of singular values), so `grep` leads from a claim to the
+code that computes it; the exceptions are the d = 32 kappa sweep's metrics that the claims read
+from a d = 128 sweep, reported as those names + ANISOTROPY_SWEEP_SUFFIX, and the NTK sweep's
+earlier readings on its linspace rows, the geometric names + LINSPACE_SUFFIX. A method or target
+missing from a table has no metric of that family; its numbers are still in results and fits.
+
+The anisotropy claims read the paper's cost law W ~ F log F / rho(V)^2 (rho(V), the values'
+decodability, column `rho`) on each family of singular values (column `spectrum`):
+law_exponent_<method>_<family> (the exponent of W on 1/rho^2 at fixed F, scaling.rho_law_fit),
+law_break_kappa_<method>_<family> (law_break_kappa) and law_cost_ratio_<method>_<family>.
 """
 
 from __future__ import annotations
@@ -24,12 +30,66 @@ from factstore.metrics import MetricsTable
 from factstore.mlp.encoder_decoder import gated_parameter_count
 from factstore.mlp.methods import METHODS
 from factstore.mlp.results import best_degree_rows, seed_means, tidy_table, ustar_capacity_ratios, ustar_gains
-from factstore.mlp.scaling import fit_f_log_f, information_bound, permutation_bits, random_map_bits, target_bits
+from factstore.mlp.scaling import fit_f_log_f, information_bound, permutation_bits, random_map_bits, rho_law_fit, target_bits
 from factstore.statistics import spearman
 
 ANISOTROPY_SWEEP_SUFFIX = "_anisotropy_sweep"
-"""The d = 32 anisotropy sweep's NTK metrics (break, U* gain) carry this suffix: the checked names
-read the NTK's sweep at the paper's d = 128 (anisotropy_regime)."""
+"""The d = 32 anisotropy sweep's metrics that the claims read from a d = 128 sweep (the NTK's break
+and U* gain, every construction's cost-law metrics) carry this suffix: the checked names read the
+sweeps at the paper's d = 128 (anisotropy_regime, robust_regime)."""
+LINSPACE_SUFFIX = "_linspace"
+"""The NTK sweep's readings written under one name per method (the break at the width cap and at
+fixed budgets, the U* gain, ...) read its geometric rows; on its linspace rows they carry this
+suffix. The cost-law metrics name their family in full (LAW_METRICS)."""
+SPECTRA = ("geometric", "linspace")
+"""The families of singular values of the conditioned values (facts.SPECTRA), in the order read."""
+LAW_TOLERANCE_SD = 2.0
+"""The law's budget in law_break_kappa is widened by this many standard deviations of the kappa = 1
+seeds' log(W rho^2) (a prediction interval for one seed): the spread the law cannot tell from its
+own scaling."""
+EARLIER_COST_BAND = 2.0
+"""The fixed band that S0.others-robust read before the cost law (W(kappa) / W(1) at most 2): its
+band metrics are the cost ratio over it (at most 1 inside), a declared alternative."""
+# (method, family) -> names of the cost-law metrics: the exponent of W on 1/rho(V)^2 at fixed F
+# (scaling.rho_law_fit), the break of law_break_kappa, and law_cost_ratio.
+LAW_METRICS = {
+    ("ntk", "geometric"): ("law_exponent_ntk_geometric", "law_break_kappa_ntk_geometric", "law_cost_ratio_ntk_geometric"),
+    ("ntk", "linspace"): ("law_exponent_ntk_linspace", "law_break_kappa_ntk_linspace", "law_cost_ratio_ntk_linspace"),
+    ("ntk_ustar", "geometric"): ("law_exponent_ntk_ustar_geometric", "law_break_kappa_ntk_ustar_geometric",
+                                 "law_cost_ratio_ntk_ustar_geometric"),
+    ("ntk_ustar", "linspace"): ("law_exponent_ntk_ustar_linspace", "law_break_kappa_ntk_ustar_linspace",
+                                "law_cost_ratio_ntk_ustar_linspace"),
+    ("ed_gated", "geometric"): ("law_exponent_ed_gated_geometric", "law_break_kappa_ed_gated_geometric",
+                                "law_cost_ratio_ed_gated_geometric"),
+    ("ed_gated", "linspace"): ("law_exponent_ed_gated_linspace", "law_break_kappa_ed_gated_linspace",
+                               "law_cost_ratio_ed_gated_linspace"),
+    ("ed_gated_v", "geometric"): ("law_exponent_ed_gated_v_geometric", "law_break_kappa_ed_gated_v_geometric",
+                                  "law_cost_ratio_ed_gated_v_geometric"),
+    ("ed_gated_v", "linspace"): ("law_exponent_ed_gated_v_linspace", "law_break_kappa_ed_gated_v_linspace",
+                                 "law_cost_ratio_ed_gated_v_linspace"),
+    ("ed_plain", "geometric"): ("law_exponent_ed_plain_geometric", "law_break_kappa_ed_plain_geometric",
+                                "law_cost_ratio_ed_plain_geometric"),
+    ("ed_plain", "linspace"): ("law_exponent_ed_plain_linspace", "law_break_kappa_ed_plain_linspace",
+                               "law_cost_ratio_ed_plain_linspace"),
+    ("gd_gated", "geometric"): ("law_exponent_gd_gated_geometric", "law_break_kappa_gd_gated_geometric",
+                                "law_cost_ratio_gd_gated_geometric"),
+    ("gd_gated", "linspace"): ("law_exponent_gd_gated_linspace", "law_break_kappa_gd_gated_linspace",
+                               "law_cost_ratio_gd_gated_linspace"),
+    ("gd_plain", "geometric"): ("law_exponent_gd_plain_geometric", "law_break_kappa_gd_plain_geometric",
+                                "law_cost_ratio_gd_plain_geometric"),
+    ("gd_plain", "linspace"): ("law_exponent_gd_plain_linspace", "law_break_kappa_gd_plain_linspace",
+                               "law_cost_ratio_gd_plain_linspace"),
+}
+# (NTK method, family) -> names of the law break's declared alternatives: without the seeds'
+# spread (the law's prediction itself), and at the sweep's next smaller F.
+LAW_BREAK_ALTERNATIVE_METRICS = {
+    ("ntk", "geometric"): ("law_break_kappa_ntk_geometric_no_tolerance", "law_break_kappa_ntk_geometric_smaller_f"),
+    ("ntk", "linspace"): ("law_break_kappa_ntk_linspace_no_tolerance", "law_break_kappa_ntk_linspace_smaller_f"),
+    ("ntk_ustar", "geometric"): ("law_break_kappa_ntk_ustar_geometric_no_tolerance",
+                                 "law_break_kappa_ntk_ustar_geometric_smaller_f"),
+    ("ntk_ustar", "linspace"): ("law_break_kappa_ntk_ustar_linspace_no_tolerance",
+                                "law_break_kappa_ntk_ustar_linspace_smaller_f"),
+}
 ASYMPTOTIC_F_OVER_D = 32
 """S0.ed-matches-gd-asymptotics compares exponents over F / d >= this (the paper's asymptotic regime)."""
 # NTK Hermite degree -> name of the fraction of (F, seed) it stores at 100% within the width cap:
@@ -53,18 +113,25 @@ BREAK_ALTERNATIVE_METRICS = {
     "ntk_ustar": ("ntk_ustar_break_kappa_budget_3x", "ntk_ustar_stored_fraction_kappa1_smaller_f",
                   "ntk_ustar_break_kappa_budget_smaller_f"),
 }
-# method -> names of its stored fraction and cost ratio across the kappa sweep (S0.others-robust).
+# method -> names of its stored fraction, cost ratio and that ratio over EARLIER_COST_BAND across the
+# kappa sweep (S0.others-robust).
 ROBUST_METRICS = {
-    "gd_gated": ("robust_stored_fraction_gd_gated", "robust_cost_ratio_gd_gated"),
-    "gd_plain": ("robust_stored_fraction_gd_plain", "robust_cost_ratio_gd_plain"),
-    "ed_gated": ("robust_stored_fraction_ed_gated", "robust_cost_ratio_ed_gated"),
-    "ed_plain": ("robust_stored_fraction_ed_plain", "robust_cost_ratio_ed_plain"),
-    "ed_gated_v": ("robust_stored_fraction_ed_gated_v", "robust_cost_ratio_ed_gated_v"),
+    "gd_gated": ("robust_stored_fraction_gd_gated", "robust_cost_ratio_gd_gated", "robust_cost_band_gd_gated"),
+    "gd_plain": ("robust_stored_fraction_gd_plain", "robust_cost_ratio_gd_plain", "robust_cost_band_gd_plain"),
+    "ed_gated": ("robust_stored_fraction_ed_gated", "robust_cost_ratio_ed_gated", "robust_cost_band_ed_gated"),
+    "ed_plain": ("robust_stored_fraction_ed_plain", "robust_cost_ratio_ed_plain", "robust_cost_band_ed_plain"),
+    "ed_gated_v": ("robust_stored_fraction_ed_gated_v", "robust_cost_ratio_ed_gated_v", "robust_cost_band_ed_gated_v"),
 }
-# method -> names of its stored fraction and cost ratio across the d = 128 kappa sweep (robust_regime).
+# (method, family) -> the same three names across the d = 128 kappa sweep (robust_regime).
 ROBUST_REGIME_METRICS = {
-    "ed_gated": ("robust_regime_stored_fraction_ed_gated", "robust_regime_cost_ratio_ed_gated"),
-    "ed_plain": ("robust_regime_stored_fraction_ed_plain", "robust_regime_cost_ratio_ed_plain"),
+    ("ed_gated", "geometric"): ("robust_regime_stored_fraction_ed_gated_geometric",
+                                "robust_regime_cost_ratio_ed_gated_geometric", "robust_regime_cost_band_ed_gated_geometric"),
+    ("ed_gated", "linspace"): ("robust_regime_stored_fraction_ed_gated_linspace",
+                               "robust_regime_cost_ratio_ed_gated_linspace", "robust_regime_cost_band_ed_gated_linspace"),
+    ("ed_plain", "geometric"): ("robust_regime_stored_fraction_ed_plain_geometric",
+                                "robust_regime_cost_ratio_ed_plain_geometric", "robust_regime_cost_band_ed_plain_geometric"),
+    ("ed_plain", "linspace"): ("robust_regime_stored_fraction_ed_plain_linspace",
+                               "robust_regime_cost_ratio_ed_plain_linspace", "robust_regime_cost_band_ed_plain_linspace"),
 }
 # (method, target) -> names of C, b and the log-log exponent of the fit W = C F (log2 F + b).
 FIT_METRICS = {
@@ -174,13 +241,13 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     Fits and metrics compare methods through the best NTK degree per setting
     (results.best_degree_rows); S0.ntk-stores and the information bound read every degree.
     """
-    capacity_all = concat_tables(inputs, "capacity_", tidy_table([]))
-    regime_table = concat_tables(inputs, "regime_", tidy_table([]))
-    robust_table = concat_tables(inputs, "robust_", tidy_table([]))
-    anisotropy_table = concat_tables(inputs, "anisotropy_k", tidy_table([]))
-    anisotropy_regime_table = concat_tables(inputs, "anisotropy_regime", tidy_table([]))
-    whitening_table = concat_tables(inputs, "whitening_a", tidy_table([]))
-    whitening_regime_table = concat_tables(inputs, "whitening_regime", tidy_table([]))
+    capacity_all = read_tables(inputs, "capacity_")
+    regime_table = read_tables(inputs, "regime_")
+    robust_table = read_tables(inputs, "robust_")
+    anisotropy_table = read_tables(inputs, "anisotropy_k")
+    anisotropy_regime_table = read_tables(inputs, "anisotropy_regime")
+    whitening_table = read_tables(inputs, "whitening_a")
+    whitening_regime_table = read_tables(inputs, "whitening_regime")
     results = pd.concat([capacity_all, regime_table, robust_table, anisotropy_table, anisotropy_regime_table,
                          whitening_table, whitening_regime_table], ignore_index=True)
     capacity_table = best_degree_rows(capacity_all)
@@ -197,18 +264,32 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     if len(measured):
         _information_bound_metrics(measured, bits_assumed, metrics, params["search"]["resolution"])
     # S0.ntk-anisotropy-breaks and S0.ntk-ustar-gain read the NTK's sweep at the paper's d = 128
-    # (anisotropy_regime); the same metrics of the anisotropy sweep (d = 32) are reported with a suffix.
+    # (anisotropy_regime), S0.others-robust the encoder-decoder's (robust_regime), each family of
+    # singular values; the same metrics of the anisotropy sweep (d = 32) are reported with a suffix
+    # (GD's, which only that sweep measures, are read there).
     sweep_d = ", ".join(f"{d:g}" for d in sorted(anisotropy_table.d.unique()))
     anisotropy_metrics(best_degree_rows(anisotropy_table), params["anisotropy_facts"], metrics,
                        params["break_width_budget"],
-                       ntk_metrics=RenamedMetrics(metrics, ANISOTROPY_SWEEP_SUFFIX, f" (the d = {sweep_d} sweep; reported)"))
-    if len(anisotropy_regime_table):  # every method runs every F there: the break reads the largest
-        ntk_anisotropy_metrics(best_degree_rows(anisotropy_regime_table), int(anisotropy_regime_table.F.max()), metrics,
-                               params["break_width_budget"], alternatives=True)
+                       regime_metrics=RenamedMetrics(metrics, ANISOTROPY_SWEEP_SUFFIX, f" (the d = {sweep_d} sweep; reported)"))
+    anisotropy_regime_metrics(best_degree_rows(anisotropy_regime_table), metrics, params["break_width_budget"])
     _robust_regime_metrics(robust_table, metrics)
     _whitening_metrics(best_degree_rows(whitening_table), metrics)
     whitening_regime_metrics(best_degree_rows(whitening_regime_table), metrics)
     return {"results": results, "fits": fits, "metrics": metrics.frame()}
+
+
+def read_tables(inputs: dict[str, Path], prefix: str) -> pd.DataFrame:
+    """The search tables of every input whose name starts with `prefix`, stacked (io.concat_tables;
+    tidy_table's columns when there is none), `spectrum` empty where it reads back empty (NaN)."""
+    table = concat_tables(inputs, prefix, tidy_table([]))
+    spectrum = table.spectrum if "spectrum" in table else pd.Series("", index=table.index)
+    return table.assign(spectrum=spectrum.astype(object).fillna("").astype(str))
+
+
+def families(table: pd.DataFrame) -> list[str]:
+    """The families of singular values in a kappa sweep's rows (`spectrum`), in SPECTRA's order."""
+    present = set(table.spectrum) if "spectrum" in table else set()
+    return [family for family in SPECTRA if family in present]
 
 
 def failing_parameters(measured: pd.DataFrame) -> np.ndarray:
@@ -262,7 +343,7 @@ def band_metrics(bits: np.ndarray, measured: pd.DataFrame, failing: np.ndarray, 
                 f"past it; 0 when the extreme interval [{ratio:.4g}, {upper:.4g}) straddles 1")
 
 
-SETTING_KEYS = ["experiment", "method", "degree", "d", "F", "kappa", "alpha", "target"]
+SETTING_KEYS = ["experiment", "method", "degree", "d", "F", "kappa", "spectrum", "alpha", "target"]
 """One measured setting of the mlp study: its seeds are repeated measurements of one count."""
 
 
@@ -527,14 +608,15 @@ def budget_break_kappa(rows: pd.DataFrame, budget_multiple: float) -> tuple[floa
 
 
 def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: MetricsTable,
-                       budget_multiple: float = 2.0, ntk_metrics: MetricsTable | RenamedMetrics | None = None) -> None:
+                       budget_multiple: float = 2.0, regime_metrics: MetricsTable | RenamedMetrics | None = None) -> None:
     """Every metric of the kappa sweep (the best NTK degree per setting already chosen).
 
     main_facts: the F at which every method runs (the others are NTK-only sizes). The break and
     the rho Spearman read the largest of them; robustness reads all of them. budget_multiple: the
     fixed parameter budget of the break, a multiple of the kappa = 1 cost (budget_break_kappa).
-    ntk_metrics: where the NTK's break and U* gain metrics go (default: `metrics`; the summary
-    passes a RenamedMetrics, since the claims read those of the d = 128 sweep).
+    regime_metrics: where the metrics that the claims read from a d = 128 sweep go (the NTK's
+    break and U* gain, the constructions' cost-law metrics; default: `metrics`; the summary passes
+    a RenamedMetrics). GD's cost-law metrics, which only this sweep measures, go to `metrics`.
     """
     if table.empty:
         return
@@ -545,12 +627,32 @@ def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: Metr
     kappas = sorted(main.kappa.unique())
     d = int(main.d.iloc[0])
     setting = f"d = {d}, F in {main_facts}, target {main.target.iloc[0]:g}, kappa in {[float(k) for k in kappas]}"
-    ntk_anisotropy_metrics(table, break_facts, metrics if ntk_metrics is None else ntk_metrics, budget_multiple)
+    regime = metrics if regime_metrics is None else regime_metrics
+    ntk_anisotropy_metrics(table, break_facts, regime, budget_multiple)
     _robust_metrics(main, main_facts, setting, metrics)
+    for family in families(table):
+        rows = table[table.spectrum == family]
+        trained = rows.method.map(lambda method: METHODS[method].search == "trained").astype(bool)
+        law_metrics(rows[trained], family, metrics, break_facts)
+        law_metrics(rows[~trained], family, regime, break_facts)
     _rho_metrics(at_break, d, f"F = {break_facts}, {setting}", metrics)
     rho = main.groupby("kappa").rho.mean()
     metrics.add("rho_kappa1", rho.get(1.0, math.nan), f"decodability rho(V) of spherical values, mean over seeds; {setting}")
     metrics.add("rho_max_kappa", rho.iloc[-1], f"rho(V) at kappa = {rho.index[-1]:g}")
+
+
+def anisotropy_regime_metrics(table: pd.DataFrame, metrics: MetricsTable, budget_multiple: float = 2.0) -> None:
+    """S0.ntk-anisotropy-breaks and S0.ntk-ustar-gain on the NTK's sweep at the paper's d = 128 (the
+    best NTK degree per setting already chosen), each family of singular values, the break at the
+    sweep's largest F (every method runs every F there): the cost-law metrics (law_metrics, names
+    with the family) and the earlier readings (ntk_anisotropy_metrics: the break at the width cap and
+    at fixed budgets, the U* gain), their names as they were on geometric rows and with
+    LINSPACE_SUFFIX on linspace rows."""
+    for family in families(table):
+        rows = table[table.spectrum == family]
+        readings = metrics if family == "geometric" else RenamedMetrics(metrics, LINSPACE_SUFFIX, "")  # the family: in the name
+        ntk_anisotropy_metrics(rows, int(rows.F.max()), readings, budget_multiple, alternatives=True)
+        law_metrics(rows, family, metrics, int(rows.F.max()), alternatives=True)
 
 
 def ntk_anisotropy_metrics(table: pd.DataFrame, break_facts: int, metrics: MetricsTable | RenamedMetrics,
@@ -563,8 +665,10 @@ def ntk_anisotropy_metrics(table: pd.DataFrame, break_facts: int, metrics: Metri
     if at_break.empty:
         return
     setting = (f"d = {int(at_break.d.iloc[0])}, target {at_break.target.iloc[0]:g}, "
-               f"kappa in {[float(k) for k in sorted(at_break.kappa.unique())]}")
-    # S0.ntk-anisotropy-breaks: smallest kappa where the NTK (and NTK + U*) fails in at least half the seeds.
+               f"kappa in {[float(k) for k in sorted(at_break.kappa.unique())]}"
+               + "".join(f", {family} values" for family in families(at_break)))
+    # The NTK's (and NTK + U*'s) earlier breaks: smallest kappa where it fails in at least half the
+    # seeds (within the width cap, within a fixed budget); S0.ntk-anisotropy-breaks reads law_metrics.
     for method, (break_name, kappa1_name) in BREAK_METRICS.items():
         rows = at_break[at_break.method == method]
         if rows.empty:
@@ -678,26 +782,41 @@ def _robust_metrics(main: pd.DataFrame, main_facts: list[int], setting: str, met
 
 
 def _robust_regime_metrics(table: pd.DataFrame, metrics: MetricsTable) -> None:
-    """S0.others-robust for the encoder-decoder in the paper's regime (the robust_regime sweep, d = 128)."""
+    """S0.others-robust for the encoder-decoder in the paper's regime (the robust_regime sweep,
+    d = 128), each family of singular values: stored fraction, the cost ratio and its band
+    (_cost_ratio_metrics) and the cost-law metrics (law_metrics); the code-size ceiling from
+    kappa = 1, one value set in every family."""
     if table.empty:
         return
     d = int(table.d.iloc[0])
     facts = sorted(int(f) for f in table[table.method == "ed_gated"].F.unique())
-    setting = (f"d = {d}, F in {facts}, target {table.target.iloc[0]:g}, "
-               f"kappa in {[float(k) for k in sorted(table.kappa.unique())]}")
     metrics.add("robust_regime_n_facts", len(facts), f"number of F at which the gated encoder-decoder ran the d = {d} sweep")
-    _cost_ratio_metrics(table, ROBUST_REGIME_METRICS, setting, metrics)
-    metrics.add("robust_regime_cost_ceiling_ed_gated", encoder_decoder_ceiling(table),
+    present = families(table)
+    isotropic = table[table.spectrum == present[0]] if present else table
+    metrics.add("robust_regime_cost_ceiling_ed_gated", encoder_decoder_ceiling(isotropic),
                 f"min over F of W(m = d = {d}) / W(kappa = 1): the largest cost ratio the gated encoder-decoder can show "
-                "at this d (NaN: it did not store kappa = 1)")
+                "at this d before a value set shows as not stored (NaN: it did not store kappa = 1)")
+    for family in present:
+        rows = table[table.spectrum == family]
+        setting = (f"{family} values, d = {d}, F in {facts}, target {rows.target.iloc[0]:g}, "
+                   f"kappa in {[float(k) for k in sorted(rows.kappa.unique())]}")
+        names = {}
+        for method in sorted(rows.method.unique()):
+            if (method, family) in ROBUST_REGIME_METRICS:
+                names[method] = ROBUST_REGIME_METRICS[method, family]
+            else:
+                _missing_names("robust_regime", (method, family))
+        _cost_ratio_metrics(rows, names, setting, metrics)
+        law_metrics(rows, family, metrics, int(rows.F.max()))
 
 
-def _cost_ratio_metrics(table: pd.DataFrame, names: dict[str, tuple[str, str]], setting: str,
+def _cost_ratio_metrics(table: pd.DataFrame, names: dict[str, tuple[str, str, str]], setting: str,
                         metrics: MetricsTable) -> None:
-    """Per method of `names`: the fraction of (F, kappa, seed) stored and the largest cost ratio
-    W(kappa) / W(kappa = 1) of the seed means over F and kappa (inf if some (F, kappa) failed)."""
+    """Per method of `names`: the fraction of (F, kappa, seed) stored, the largest cost ratio
+    W(kappa) / W(kappa = 1) of the seed means over F and kappa (inf if some (F, kappa) failed), and
+    that ratio over EARLIER_COST_BAND (at most 1 inside the band; S0.others-robust's alternative)."""
     means = seed_means(table, ["method", "F", "kappa"])
-    for method, (fraction_name, cost_name) in names.items():
+    for method, (fraction_name, cost_name, band_name) in names.items():
         rows = means[means.method == method]
         if rows.empty:
             continue
@@ -708,6 +827,108 @@ def _cost_ratio_metrics(table: pd.DataFrame, names: dict[str, tuple[str, str]], 
             ratios.append((by / by.get(1.0, math.nan)).max() if group.stored.all() else math.inf)
         metrics.add(cost_name, max(ratios), "max over F and kappa of mean W(kappa) / W(kappa = 1) at that F "
                                             f"(inf if some (F, kappa) failed in a seed); {setting}")
+        metrics.add(band_name, max(ratios) / EARLIER_COST_BAND,
+                    f"that ratio over the earlier fixed band {EARLIER_COST_BAND:g} (at most 1: within it)")
+
+
+def law_normalised_costs(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (F, kappa) of one method's kappa sweep (one family): the seed mean of W rho(V)^2 over the
+    same at kappa = 1 and that F (the cost normalised by the paper's law W ~ F log F / rho^2, which
+    keeps it at 1), over the seeds that stored; `stored` where every seed did (the ratio of the
+    seeds that stored otherwise, NaN where none did or kappa = 1 did not store in every seed);
+    rho the seed mean of rho(V). Columns F, kappa, ratio, stored, rho."""
+    cost = rows.n_params * rows.rho**2
+    grouped = rows.assign(cost=cost).groupby(["F", "kappa"])
+    per = grouped.agg(cost=("cost", "mean"), stored=("stored", "all"), rho=("rho", "mean")).reset_index()
+    reference = per[per.kappa == 1.0].set_index("F")
+    valid = reference.cost.where(reference.stored)
+    per["ratio"] = per.cost / per.F.map(valid)
+    return per[["F", "kappa", "ratio", "stored", "rho"]]
+
+
+def law_cost_ratio(rows: pd.DataFrame) -> float:
+    """max over (F, kappa) of law_normalised_costs' ratio: at most 1 where the cost never grows past
+    the law's prediction from kappa = 1; inf where some (F, kappa) did not store in every seed, NaN
+    where kappa = 1 did not."""
+    per = law_normalised_costs(rows)
+    if per[per.kappa == 1.0].empty or not per[per.kappa == 1.0].stored.all():
+        return math.nan
+    return float(per.ratio.max()) if per.stored.all() else math.inf
+
+
+def law_break_kappa(rows: pd.DataFrame, tolerance_sd: float = LAW_TOLERANCE_SD) -> tuple[float, float, float]:
+    """(break kappa, the budget's tolerance factor, the seed-mean rho(V) at the break) of one method
+    at one F on one family: the smallest kappa above 1 where at most half the seeds store within the paper's
+    cost law from the method's own kappa = 1 cost, W rho(V)^2 <= exp(m + tolerance_sd s sqrt(1 + 1/n))
+    with m and s the mean and standard deviation over the n kappa = 1 seeds of log(W rho^2) (each
+    value set's own rho(V); s = 0 with one seed): a prediction interval for one seed's cost under
+    the law, so a seed leaves it when its cost grows faster than 1/rho^2 by more than the spread of
+    the kappa = 1 seeds, or when it does not store within the width cap. NaN break when every kappa
+    stays within, all NaN when kappa = 1 does not store in every seed."""
+    isotropic = rows[rows.kappa == 1.0]
+    if isotropic.empty or not isotropic.stored.all():
+        return math.nan, math.nan, math.nan
+    log_cost = np.log(isotropic.n_params.to_numpy(float) * isotropic.rho.to_numpy(float) ** 2)
+    n = len(log_cost)
+    spread = float(np.std(log_cost, ddof=1)) * math.sqrt(1 + 1 / n) if n >= 2 else 0.0
+    ceiling = float(log_cost.mean()) + tolerance_sd * spread
+    with np.errstate(invalid="ignore", divide="ignore"):
+        log_rows = np.log(rows.n_params.to_numpy(float) * rows.rho.to_numpy(float) ** 2)
+    within = pd.Series(rows.stored.to_numpy(bool) & (log_rows <= ceiling), index=rows.index)
+    per_kappa = within.groupby(rows.kappa).mean()
+    failing = per_kappa[(per_kappa <= 0.5) & (per_kappa.index > 1.0)]  # kappa = 1 is the law's reference, not a test
+    if failing.empty:
+        return math.nan, math.exp(tolerance_sd * spread), math.nan
+    kappa = float(failing.index.min())
+    return kappa, math.exp(tolerance_sd * spread), float(rows[rows.kappa == kappa].rho.mean())
+
+
+def law_metrics(table: pd.DataFrame, family: str, metrics: MetricsTable | RenamedMetrics, break_facts: int,
+                alternatives: bool = False) -> None:
+    """The paper's cost law W ~ F log F / rho(V)^2 on one family's kappa sweep (the best NTK degree per
+    setting already chosen), per method (names: LAW_METRICS): the exponent of W on 1/rho^2 at fixed
+    F over every stored (F, kappa, seed) with its standard error (scaling.rho_law_fit; S0.others-
+    robust reads it: at most 1), the break at F = break_facts (law_break_kappa; S0.ntk-anisotropy-
+    breaks reads it) and law_cost_ratio. alternatives: also the break without the seeds' spread and
+    at the next smaller F (LAW_BREAK_ALTERNATIVE_METRICS, the NTK methods)."""
+    if table.empty:
+        return
+    setting = (f"{family} values, d = {int(table.d.iloc[0])}, F in {sorted(int(f) for f in table.F.unique())}, "
+               f"target {table.target.iloc[0]:g}, kappa in {[float(k) for k in sorted(table.kappa.unique())]}")
+    for method, rows in table.groupby("method"):
+        if (method, family) not in LAW_METRICS:
+            _missing_names("cost-law", (method, family))
+            continue
+        exponent_name, break_name, cost_name = LAW_METRICS[method, family]
+        stored = rows[rows.stored]
+        fit = rho_law_fit(stored.F, stored.n_params, stored.rho)
+        metrics.add(exponent_name, fit.exponent,
+                    f"exponent g of W on 1/rho(V)^2 at fixed F (log W = a_F + g log(1/rho^2), one intercept per F) over "
+                    f"{fit.n_points} stored (F, kappa, seed) of {len(rows)}, standard error from the fit; the law W ~ F log F "
+                    f"/ rho^2 has g = 1; rho(V) spans up to {fit.rho_span:.3g}x within an F; the single-regressor slope of "
+                    f"log W on log(F log2 F / rho^2): {fit.slope:.3g} (SE {fit.slope_se:.2g}); {setting}",
+                    fit.exponent_se)
+        at_break = rows[rows.F == break_facts]
+        kappa, factor, rho_at = law_break_kappa(at_break)
+        costs = law_normalised_costs(at_break)
+        listing = ", ".join(f"{r.kappa:g}: {r.ratio:.3g}" + ("" if r.stored else " (not every seed stored)")
+                            for r in costs.itertuples())
+        metrics.add(break_name, kappa,
+                    f"smallest kappa where {METHODS[method].label} stores within the law's budget W rho(V)^2 <= its kappa "
+                    f"= 1 seed mean x {factor:.4g} ({LAW_TOLERANCE_SD:g} SD of the kappa = 1 seeds' log(W rho^2)) in at most "
+                    f"half the seeds, F = {break_facts} (NaN: within the law up to the top of the sweep, or kappa = 1 not "
+                    f"stored); rho(V) there {rho_at:.3g}; seed-mean W rho^2 over its kappa = 1 value per kappa: {listing}; {setting}")
+        metrics.add(cost_name, law_cost_ratio(rows),
+                    "max over (F, kappa) of the seed mean of W rho(V)^2 over its kappa = 1 value at that F (at most 1: never "
+                    f"above the law's prediction; inf if some (F, kappa) failed in a seed); {setting}")
+        if alternatives and (method, family) in LAW_BREAK_ALTERNATIVE_METRICS:
+            exact_name, smaller_name = LAW_BREAK_ALTERNATIVE_METRICS[method, family]
+            metrics.add(exact_name, law_break_kappa(at_break, 0.0)[0],
+                        f"the break of {break_name} within the law's prediction itself (no tolerance), F = {break_facts}")
+            smaller = sorted(int(f) for f in rows.F.unique() if f < break_facts)
+            if smaller:
+                metrics.add(smaller_name, law_break_kappa(rows[rows.F == smaller[-1]])[0],
+                            f"the break of {break_name} read at the next smaller F = {smaller[-1]} (not {break_facts})")
 
 
 def encoder_decoder_ceiling(table: pd.DataFrame) -> float:

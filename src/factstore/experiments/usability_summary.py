@@ -5,8 +5,8 @@ step and what reads its tables.
 
 Beside the claims' metrics (factstore.usability.summary) it writes the value a check would read
 under a declared alternative of config/claims.yaml that the same tables answer (the capacity
-gain's readings where a row does not store within the width cap; the Lipschitz threshold with
-another estimate, location, pool or cut-offs), each right after the metric it is the alternative
+gain's readings; the trade-off at the standalone host or over every family; the Lipschitz
+threshold with another estimate, location, pool, cut-offs or host sizes), each right after the metric it is the alternative
 of, so the claims report reads the check again, same range (factstore.robustness)."""
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ ONE_THRESHOLD = {"lipschitz_usable_fraction_above": "lipschitz_usable_fraction_a
 WITH_PROBES = {"lipschitz_usable_fraction_above": "lipschitz_usable_fraction_above_with_probes",
                "lipschitz_fraction_below_threshold": "lipschitz_fraction_below_threshold_with_probes",
                "lipschitz_logistic_slope": "lipschitz_logistic_slope_with_probes"}
+ONE_HOST = {"lipschitz_usable_fraction_above": "lipschitz_usable_fraction_above_one_host",
+            "lipschitz_fraction_below_threshold": "lipschitz_fraction_below_threshold_one_host",
+            "lipschitz_logistic_slope": "lipschitz_logistic_slope_one_host"}
 CUT_OFFS = {"lipschitz_usable_fraction_above": "lipschitz_usable_fraction_above_all_stored_usable95",
             "lipschitz_fraction_below_threshold": "lipschitz_fraction_below_threshold_all_stored_usable95",
             "lipschitz_logistic_slope": "lipschitz_logistic_slope_all_stored_usable95"}
@@ -57,7 +60,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     computed = (measures.usable_metrics(capacity_table, usable, probes, target)
                 + measures.whitening_metrics(whitening_table)
                 + measures.lipschitz_metrics(whitening_table, target, params["lipschitz_on"]))
-    alternatives = (capacity_gain_alternatives(whitening_table)
+    alternatives = (capacity_gain_alternatives(whitening_table) + trade_off_alternatives(whitening_table)
                     + lipschitz_alternatives(whitening_table, mlps, target, params["lipschitz_on"]))
     for name, value, detail, error in beside(computed, alternatives):
         metrics.add(name, value, detail, standard_error=error)
@@ -102,33 +105,56 @@ def _least_seed_mean(per_family: list[pd.Series]) -> tuple[float, float]:
 
 
 def capacity_gain_alternatives(table: pd.DataFrame) -> list[tuple[str, measures.Metric]]:
-    """whitening_moderate_capacity_gain_min under its two declared alternative readings, over the
-    (kind, method) families whitening_metrics reads (a moderate alpha, alpha = 0 and alpha = 1
-    present): the same min over families of the seed mean, only the per-seed reading differs."""
+    """whitening_moderate_capacity_gain_min under its declared alternative readings, over the
+    families whitening_metrics reads (measures.verdict_families of the verdict's host): the same
+    min over families of the seed mean, only the per-seed reading differs."""
     if table.empty:
         return []
-    exact, bound = [], []
-    for _, rows in table.groupby(["kind", "method"]):
-        alphas = set(rows.alpha)
-        present = [alpha for alpha in measures.MODERATE_ALPHAS if alpha in alphas]
-        if not present or 1.0 not in alphas or 0.0 not in alphas:
-            continue
+    exact, bound, worse = [], [], []
+    for _, _, rows, present in measures.verdict_families(measures.hosted(table, measures.VERDICT_HOST)):
         readings = capacity_gain_readings(rows, present)
         exact.append(readings.exact)
         bound.append(readings.bound)
+        worse.append(measures.capacity_gains(rows, present, reduce="min"))
     (exact_min, exact_error), (bound_min, bound_error) = _least_seed_mean(exact), _least_seed_mean(bound)
+    worse_min, worse_error = _least_seed_mean(worse)
     return [
         ("whitening_moderate_capacity_gain_min", (
             "whitening_moderate_capacity_gain_min_exact", exact_min,
             "alternative of whitening_moderate_capacity_gain_min (the pre-result reading): min over (kind, method) of "
-            "the seed mean of the exact F / W ratio of the worse moderate alpha over alpha = 0, NaN where either does "
+            "the seed mean of the exact F / W ratio of the moderate alphas over alpha = 0, NaN where either does "
             "not store within the width cap", exact_error)),
         ("whitening_moderate_capacity_gain_min", (
             "whitening_moderate_capacity_gain_min_bound", bound_min,
             "alternative of whitening_moderate_capacity_gain_min (the earlier reading): the certified lower bound "
             "only, as the run's reading where alpha = 0 or every moderate alpha stores within the width cap, NaN where "
             "neither stores", bound_error)),
+        ("whitening_moderate_capacity_gain_min", (
+            "whitening_moderate_capacity_gain_min_worse", worse_min,
+            "alternative of whitening_moderate_capacity_gain_min (the earlier reading): per seed the worse moderate "
+            "alpha's gain, not the moderate alphas' mean", worse_error)),
     ]
+
+
+TRADE_OFF = {"vs_control": "whitening_moderate_vs_control_min", "drop": "whitening_full_drop_min",
+             "gain": "whitening_moderate_capacity_gain_min"}
+"""S0.whitening-tradeoff's checked metrics by their measures.trade_off reading."""
+
+
+def trade_off_alternatives(table: pd.DataFrame) -> list[tuple[str, measures.Metric]]:
+    """S0.whitening-tradeoff's checked metrics under two declared alternatives the whitening tables
+    answer: the MLPs hosted at their standalone size (host 'standalone', the earlier host; NaN
+    where no kind ran it), and every family judged, a control whose MLPs do not store included."""
+    if table.empty:
+        return []
+    readings = {"standalone_host": (measures.trade_off_least(table, host="standalone"),
+                                    "alternative host: the MLPs at their standalone size (1x), whose swapped MLP need "
+                                    "not store its own facts; the same families"),
+                "all_kinds": (measures.trade_off_least(table, judged_only=False),
+                              "alternative families: every (kind, method) judged, also where the alpha = 0 MLPs do not "
+                              "store every fact at the width cap")}
+    return [(name, (f"{name}_{suffix}", read[key][0], f"{reading}; {name} under it", read[key][1]))
+            for suffix, (read, reading) in readings.items() for key, name in TRADE_OFF.items()]
 
 
 def _renamed(metrics: list[measures.Metric], names: dict[str, str], reading: str) -> list[tuple[str, measures.Metric]]:
@@ -149,13 +175,15 @@ def lipschitz_alternatives(whitening_table: pd.DataFrame, mlps: pd.DataFrame, ta
     - threshold location: one threshold over the storing whitening MLPs pooled, not one per
       (kind, method) family (the logistic slope is pooled either way: unchanged);
     - pool: the capacity probes' MLPs (their own (kind, method) families) with the whitening MLPs;
-    - cut-offs: storing = recalls every fact on its own, usable = max fact-adaptive accuracy >= 0.95.
+    - cut-offs: storing = recalls every fact on its own, usable = max fact-adaptive accuracy >= 0.95;
+    - sizes: only the verdict's host (one MLP size per alpha and seed), not every host the step ran.
     """
     if whitening_table.empty:
         return []
     unnormalised = measures.lipschitz_metrics(whitening_table, target, "lipschitz")
     one_threshold = measures.lipschitz_metrics(whitening_table.assign(kind="all", method="all"), target, column)
     with_probes = measures.lipschitz_metrics(mlps, target, column)
+    one_host = measures.lipschitz_metrics(measures.hosted(whitening_table, measures.VERDICT_HOST), target, column)
     strict = whitening_table[whitening_table.standalone_swapped >= ALTERNATIVE_STORING]
     cut_offs = measures.lipschitz_metrics(strict, ALTERNATIVE_USABLE, column)
     return (_renamed(unnormalised, UNNORMALISED, "alternative Lipschitz estimate: lipschitz, not divided by the RMS "
@@ -165,4 +193,6 @@ def lipschitz_alternatives(whitening_table: pd.DataFrame, mlps: pd.DataFrame, ta
             + _renamed(with_probes, WITH_PROBES, "alternative pool: the capacity probes' MLPs (kind 'spherical', a "
                        "family per method) with the whitening MLPs")
             + _renamed(cut_offs, CUT_OFFS, f"alternative cut-offs: storing = standalone_swapped >= "
-                       f"{ALTERNATIVE_STORING:g} (every fact), usable = max fact-adaptive accuracy >= {ALTERNATIVE_USABLE:g}"))
+                       f"{ALTERNATIVE_STORING:g} (every fact), usable = max fact-adaptive accuracy >= {ALTERNATIVE_USABLE:g}")
+            + _renamed(one_host, ONE_HOST, f"alternative sizes: only the {measures.VERDICT_HOST} host's MLPs, one "
+                       "size per (alpha, seed)"))

@@ -1,9 +1,12 @@
-"""Lipschitz constant of a fact-storing MLP over its keys (S0 "Lipschitz constant").
+"""Lipschitz constant of a fact-storing MLP over its keys from its WHOLE Jacobian (S0 "Lipschitz constant").
 
 The paper estimates Lip(g) by the largest spectral norm of the Jacobian of g at 100 sampled keys;
 a Transformer can only use an MLP whose output does not swing wildly between nearby inputs, and
-whitening raises this constant. The pairwise ratio max ||g(x) - g(y)|| / ||x - y|| is a second,
-derivative-free lower bound on the same constant.
+whitening raises this constant. The estimate both S0 studies report restricts the Jacobian to the
+tangent space of the key sphere (factstore.jacobians.tangent_lipschitz, never larger than the
+whole one here); the whole-Jacobian estimate is the earlier reading of the whitening sweep. The
+pairwise ratio max ||g(x) - g(y)|| / ||x - y|| is a second, derivative-free lower bound on the
+same constant.
 
 Both scale with the MLP's outputs, while dot-product decoding does not (argmax_j <c g(x), v_j>
 is the same for every c > 0): an NTK MLP emits outputs of norm ~c_k / d_out and a GD MLP

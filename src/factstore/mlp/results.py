@@ -3,8 +3,9 @@
 Every search step writes rows of TABLE_COLUMNS; the summary stacks them, and figures read them.
 A row holds the smallest parameter count W a search found (NaN where the method did not store
 within its cap, with the cap's count in params_at_cap, a lower bound on W), the decodability rho
-of the value set where it was solved, and, for the whitening experiment, the Lipschitz constants
-of the folded MLP. NTK rows carry the Hermite degree of their features (`degree`; NaN for the
+of the value set where it was solved, the family of the conditioned values' singular values
+(`spectrum`: linspace or geometric; empty where the values are not conditioned by kappa) and,
+for the whitening experiment, the Lipschitz constants of the folded MLP. NTK rows carry the Hermite degree of their features (`degree`; NaN for the
 other methods): the NTK runs at every degree of the config, and `best_degree_rows` keeps, per
 setting, the degree that stores at the least cost (the best NTK, not a handicapped one).
 """
@@ -22,7 +23,7 @@ from factstore.mlp.scaling import random_map_bits
 from factstore.statistics import linear_fit
 
 TABLE_COLUMNS = [
-    "experiment", "method", "degree", "d", "F", "replicate", "kappa", "alpha", "target", "width", "n_params",
+    "experiment", "method", "degree", "d", "F", "replicate", "kappa", "spectrum", "alpha", "target", "width", "n_params",
     "accuracy", "best_accuracy", "stored", "params_at_cap", "probes", "steps", "rho",
     "bits_per_parameter", "facts_per_parameter", "lipschitz", "lipschitz_relative", "output_rms", "width_failing",
 ]
@@ -30,7 +31,8 @@ TABLE_COLUMNS = [
 
 def result_row(result: WidthSearch, fact_set: FactSet, **fields) -> dict:
     """One row of a search result; fields: the columns the search does not know (experiment,
-    method, degree, replicate, kappa, alpha, target, rho, and the Lipschitz columns where measured).
+    method, degree, replicate, kappa, spectrum, alpha, target, rho, and the Lipschitz columns where
+    measured; spectrum defaults to empty: values not conditioned by kappa).
 
     width_failing: the largest probed width (or code size) below `width` that missed the target
     (NaN when none did): the smallest storing width lies in (width_failing, width], the search's
@@ -52,16 +54,18 @@ def result_row(result: WidthSearch, fact_set: FactSet, **fields) -> dict:
         "bits_per_parameter": float(random_map_bits(n_facts)) / n_params if stored else math.nan,
         "facts_per_parameter": n_facts / n_params if stored else 0.0,
         "lipschitz": math.nan, "lipschitz_relative": math.nan, "output_rms": math.nan, "degree": math.nan,
-        "width_failing": max(failing) if failing else math.nan,
+        "width_failing": max(failing) if failing else math.nan, "spectrum": "",
     } | fields
 
 
 def tidy_table(rows: list[dict]) -> pd.DataFrame:
-    """The rows as a table with exactly TABLE_COLUMNS, in that order (NaN where a row lacks one)."""
+    """The rows as a table with exactly TABLE_COLUMNS, in that order (NaN where a row lacks one;
+    `spectrum` empty where a row lacks it or reads back empty from CSV)."""
     table = pd.DataFrame(rows)
     for column in TABLE_COLUMNS:
         if column not in table:
             table[column] = math.nan
+    table["spectrum"] = table["spectrum"].astype(object).fillna("").astype(str)
     if table.empty:  # so that stacking it onto real tables keeps `stored` boolean
         table = table.astype({"stored": bool})
     return table[TABLE_COLUMNS]
@@ -81,8 +85,9 @@ def seed_means(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out
 
 
-SETTING_COLUMNS = ["experiment", "method", "d", "F", "kappa", "alpha", "target"]
-"""What a 'setting' is: one search configuration, all its replicates (seeds) together."""
+SETTING_COLUMNS = ["experiment", "method", "d", "F", "kappa", "spectrum", "alpha", "target"]
+"""What a 'setting' is: one search configuration, all its replicates (seeds) together (a kappa of
+one family of singular values is not the same setting as that kappa of the other)."""
 
 
 def best_degree_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -93,7 +98,9 @@ def best_degree_rows(table: pd.DataFrame) -> pd.DataFrame:
     replicates (where all stored), then the highest mean best accuracy within the width cap.
     Chosen per setting, not per replicate: the degree is a choice of the construction, not of
     one random draw. The result has a `degree` per NTK row, so figures can say which won where.
+    A `spectrum` read back empty from CSV (NaN) is compared as empty.
     """
+    table = table.assign(spectrum=table.spectrum.astype(object).fillna("").astype(str))
     has_degree = table.degree.notna()
     ntk, others = table[has_degree], table[~has_degree]
     if ntk.empty:

@@ -8,12 +8,15 @@ Two ways of counting the information in F facts mapping F keys onto F values:
   F log2 e (Stirling), so bits per parameter counted this way over-count by that much.
 
 The measured counts are fitted by W = C F (log2 F + b), the shape the encoder-decoder
-construction predicts (O(m F) parameters with code size m ~ log F).
+construction predicts (O(m F) parameters with code size m ~ log F). Across value sets of one F
+the paper's cost law W ~ F log F / rho^2 (rho = rho(V), the values' decodability) is tested by
+`rho_law_fit`: the exponent of W on 1/rho^2 at fixed F, with its standard error.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -110,3 +113,71 @@ def fitted_params(n_facts, fit: dict[str, float]) -> np.ndarray:
     """W = C F (log2 F + b) at the given F, for a fit of `fit_f_log_f` (keys C and b)."""
     f = np.asarray(n_facts, dtype=float)
     return fit["C"] * f * (np.log2(f) + fit["b"])
+
+
+@dataclass(frozen=True)
+class RhoLawFit:
+    """The paper's cost law W ~ F log F / rho^2 tested as an exponent: log W = a_F + g log(1/rho^2).
+
+    exponent: g (the law's is 1), exponent_se: its standard error (residual degrees of freedom
+    n - k - 1 with k intercepts; NaN with none left), n_points: the rows fitted, n_facts: the k
+    distinct F, rho_span: the largest within-F max rho / min rho (how far 1/rho^2 moved: the fit
+    decides little when it is near 1), slope / slope_se: the single-regressor slope of log W on
+    log(F log2 F / rho^2) (1 under the law, F and rho mixed; NaN with fewer than 3 rows)."""
+
+    exponent: float
+    exponent_se: float
+    n_points: int
+    n_facts: int
+    rho_span: float
+    slope: float = math.nan
+    slope_se: float = math.nan
+
+
+def rho_law_fit(n_facts, n_params, rho) -> RhoLawFit:
+    """Fit the exponent g of W on 1/rho^2 at fixed F: log W = a_F + g log(1/rho^2), one intercept
+    a_F per distinct F (it holds F log F and the constant), least squares over every row.
+
+    n_facts, n_params, rho: 1-D sequences of equal length (one row per value set: each F, kappa
+    and seed with its own rho(V)); rows whose W or rho is not finite and positive (not stored) are
+    left out. The intercepts are removed by centring log W and log(1/rho^2) within each F (the
+    within estimator: the same g as the regression with one intercept per F), the line through the
+    centred points is `statistics.linear_fit`, and its standard error is rescaled from that line's
+    n - 2 residual degrees of freedom to the model's n - k - 1. NaN exponent when 1/rho^2 does not
+    move within any F or fewer than two rows remain.
+    """
+    f = np.asarray(n_facts, dtype=float)
+    w = np.asarray(n_params, dtype=float)
+    r = np.asarray(rho, dtype=float)
+    keep = np.isfinite(f) & np.isfinite(w) & np.isfinite(r) & (f > 0) & (w > 0) & (r > 0)
+    f, w, r = f[keep], w[keep], r[keep]
+    groups = np.unique(f)
+    n, k = len(f), len(groups)
+    if n < 2:
+        return RhoLawFit(math.nan, math.nan, n, k, math.nan)
+    x, y = -2.0 * np.log(r), np.log(w)
+    x_centred, y_centred = x.copy(), y.copy()
+    spans = []
+    for value in groups:
+        here = f == value
+        x_centred[here] -= x[here].mean()
+        y_centred[here] -= y[here].mean()
+        spans.append(float(r[here].max() / r[here].min()))
+    rho_span = max(spans)
+    single = _single_regressor_slope(f, w, r)
+    if np.ptp(x_centred) == 0:
+        return RhoLawFit(math.nan, math.nan, n, k, rho_span, *single)
+    line = linear_fit(x_centred, y_centred)
+    residual_dof = n - k - 1
+    se = line.slope_se * math.sqrt((n - 2) / residual_dof) if residual_dof > 0 and math.isfinite(line.slope_se) else math.nan
+    return RhoLawFit(float(line.slope), se, n, k, rho_span, *single)
+
+
+def _single_regressor_slope(f: np.ndarray, w: np.ndarray, r: np.ndarray) -> tuple[float, float]:
+    """(slope, its standard error) of log W on log(F log2 F / rho^2); NaN with fewer than 3 rows or
+    a regressor that does not move."""
+    x = np.log(f * np.log2(f) / r**2)
+    if len(x) < 3 or np.ptp(x) == 0:
+        return math.nan, math.nan
+    line = linear_fit(x, np.log(w))
+    return float(line.slope), float(line.slope_se)

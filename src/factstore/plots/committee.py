@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from factstore.committee.multi_output import FLOOR_MARGIN
 from factstore.plots import style
 from factstore.statistics import power_law_fit
 
@@ -166,9 +167,17 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     colours = style.palette(["measured", "fit"])
     left.plot(runs.outputs, runs.above_chance.clip(lower=LOG_FLOOR), ".", color="0.7", label="instances")
     _plot_with_zeros(left, per_o.outputs, per_o.above_chance, "o", colours["measured"], label="mean")
-    if (per_o.above_chance > 0).all() and len(per_o) >= 2:
-        fit = power_law_fit(per_o.outputs, per_o.above_chance)
-        grid = np.geomspace(per_o.outputs.min(), per_o.outputs.max(), 30)
+    if "floor_above_chance" in per_o:
+        left.plot(per_o.outputs, per_o.floor_above_chance.clip(lower=LOG_FLOOR), "s--", ms=3, color="0.5",
+                  label="floor: random hidden layer, fitted outputs")
+        left.plot(per_o.outputs, (FLOOR_MARGIN * per_o.floor_above_chance).clip(lower=LOG_FLOOR), ":", color="0.5",
+                  label=f"{FLOOR_MARGIN:g}x floor: the fit window's edge")
+        window = per_o[per_o.above_chance >= FLOOR_MARGIN * per_o.floor_above_chance]
+    else:
+        window = per_o
+    if (window.above_chance > 0).all() and len(window) >= 2:
+        fit = power_law_fit(window.outputs, window.above_chance)
+        grid = np.geomspace(window.outputs.min(), window.outputs.max(), 30)
         left.plot(grid, fit.prefactor * grid**fit.exponent, color=colours["fit"],
                   label=f"fit: exponent {fit.exponent:.2f} (R² {fit.r2:.2f})")
         left.plot(grid, fit.prefactor * grid**-0.9, color="0.4", linestyle=":", label="paper: exponent -0.9")
@@ -195,7 +204,8 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     left.set_title("accuracy above chance (checked)")
     right.set_title("finite-error capacity per weight")
     style.caption(fig, f"N = {n}, H = {hidden}, P = {p}; {runs.instance.nunique()} instances; "
-                       f"trained until the accuracy saturates (at most {int(per_o.epochs.max())} epochs)")
+                       f"trained through the whole anneal ({int(per_o.epochs.max())} epochs); fit where acc - 1/2 >= "
+                       f"{FLOOR_MARGIN:g}x the floor")
     return fig
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullFormatter
 
 from factstore.mlp.methods import METHODS
 from factstore.mlp.encoder_decoder import gated_parameter_count
@@ -41,12 +42,12 @@ def _per_group(rows: pd.DataFrame, x: str) -> pd.DataFrame:
     return out
 
 
-def _plot_counts(ax, rows: pd.DataFrame, x: str, method: str, colour, label: bool = True) -> None:
+def _plot_counts(ax, rows: pd.DataFrame, x: str, method: str, colour, label: bool = True, linestyle: str = "-") -> None:
     """Seed-mean W with min-max bars where stored; the cap (a lower bound) with an up-caret where not."""
     groups = _per_group(rows, x)
     stored = groups[groups.stored]
     errors = [(stored["mean"] - stored["low"]).clip(lower=0), (stored["high"] - stored["mean"]).clip(lower=0)]
-    ax.errorbar(stored[x], stored["mean"], yerr=errors,
+    ax.errorbar(stored[x], stored["mean"], yerr=errors, linestyle=linestyle,
                 marker=MARKERS.get(method, "o"), ms=4, capsize=2, color=colour, label=_label(method) if label else None)
     failed = groups[~groups.stored & groups.cap.notna()]
     if len(failed):  # nudged sideways per method so that carets at the same cap stay visible
@@ -133,37 +134,61 @@ def bits_per_parameter(tables: dict[str, pd.DataFrame], params: dict):
     return fig
 
 
+FAMILY_STYLES = {"geometric": "-", "linspace": "--"}
+"""Line style of each family of singular values of the conditioned values (the kappa sweeps)."""
+FAMILY_LABELS = {"linspace": "linspace(1, 1/kappa)", "geometric": "kappa^(-t), t in [0, 1] (geometric)"}
+
+
+def _families(table: pd.DataFrame) -> list[str]:
+    """The families of singular values in a kappa sweep's rows, geometric first."""
+    present = set(table.spectrum.fillna("")) if "spectrum" in table else set()
+    return [family for family in FAMILY_STYLES if family in present]
+
+
 def anisotropy(tables: dict[str, pd.DataFrame], params: dict, experiment: str = "anisotropy"):
-    """2 x 2 panels against the value condition number kappa: W of every method; rho(V); the NTK's
-    best accuracy within its width cap; the facts-per-parameter gain of U* for the NTK.
-    experiment: the kappa sweep drawn, also the name of its config section."""
+    """2 x 3 panels against the value condition number kappa: (a) W of every method at the sweep's
+    largest F; (b) rho(V); (c) the NTK's best accuracy within its width cap; (d) the facts-per-
+    parameter gain of U* for the NTK; (e) the cost normalised by the paper's law W ~ F log F /
+    rho(V)^2, W rho^2 over its kappa = 1 value (1: the law; above: a cost growing faster than it);
+    (f) W / W(kappa = 1) against the law's prediction (rho(1) / rho)^2, the law the diagonal. Each
+    family of singular values of the sweep (solid geometric, dashed linspace) in (a), (b), (e) and
+    (f); (c) and (d) the first family (geometric where it ran: S0.ntk-ustar-gain's). experiment:
+    the kappa sweep drawn, also the name of its config section."""
     results = tables["results"]
     table = best_degree_rows(results[results.experiment == experiment])
     section = params[experiment]
     main_facts = max(section["n_facts"])
     main = table[table.F == main_facts]
-    fig, axes = style.figure(ncols=2, nrows=2, width=4.3, height=3.3)
-    (counts, decodability), (accuracy, gain_ax) = axes
+    present = _families(table)
+    first = table[table.spectrum == present[0]] if present else table
+    fig, axes = style.figure(ncols=3, nrows=2, width=4.3, height=3.3)
+    (counts, decodability, accuracy), (gain_ax, law_ax, diagonal_ax) = axes
     colours = _colours()
-    for method in [m for m in METHODS if m in set(main.method)]:
-        _plot_counts(counts, main[main.method == method], "kappa", method, colours[method])
+    for family in present:
+        here = main[main.spectrum == family]
+        for method in [m for m in METHODS if m in set(here.method)]:
+            _plot_counts(counts, here[here.method == method], "kappa", method, colours[method], label=family == present[0],
+                         linestyle=FAMILY_STYLES[family])
     counts.plot([], [], linestyle="none", marker=6, ms=9, color="0.3", markerfacecolor="none",
                 label="not stored within the width cap (W above)")
+    for family in present:
+        counts.plot([], [], color="0.3", linestyle=FAMILY_STYLES[family], label=f"values' singular values {FAMILY_LABELS[family]}")
     counts.set_yscale("log")
     counts.set_ylabel("smallest parameter count $W$")
     counts.set_title(f"(a) F = {main_facts}, d = {section['d']}")
 
     greys = dict(zip(sorted(table.F.unique()), ["0.65", "0.4", "0.1", "0.55", "0.25"] * 3))
-    for n_facts, rows in table.groupby("F"):
-        rho = rows.groupby("kappa").rho.agg(["mean", "min", "max"])
-        errors = [(rho["mean"] - rho["min"]).clip(lower=0), (rho["max"] - rho["mean"]).clip(lower=0)]
-        decodability.errorbar(rho.index, rho["mean"], yerr=errors, marker="x", ms=4, capsize=2, color=greys[n_facts],
-                              label=f"$\\rho(V)$, F = {n_facts}")
+    for family in present:
+        for n_facts, rows in table[table.spectrum == family].groupby("F"):
+            rho = rows.groupby("kappa").rho.agg(["mean", "min", "max"])
+            errors = [(rho["mean"] - rho["min"]).clip(lower=0), (rho["max"] - rho["mean"]).clip(lower=0)]
+            decodability.errorbar(rho.index, rho["mean"], yerr=errors, marker="x", ms=4, capsize=2, color=greys[n_facts],
+                                  linestyle=FAMILY_STYLES[family], label=f"$\\rho(V)$, F = {n_facts}" if family == present[0] else None)
     decodability.set_ylim(bottom=0)
     decodability.set_ylabel("decodability $\\rho(V)$")
     decodability.set_title("(b) decodability of the values")
 
-    ntk_rows = table[table.method.isin(["ntk", "ntk_ustar"])]
+    ntk_rows = first[first.method.isin(["ntk", "ntk_ustar"])]
     sizes = sorted(ntk_rows.F.unique())
     line_styles = dict(zip(sizes, [":", "--", "-", "-."] * 3))
     for (method, n_facts), rows in ntk_rows.groupby(["method", "F"]):
@@ -173,12 +198,12 @@ def anisotropy(tables: dict[str, pd.DataFrame], params: dict, experiment: str = 
         accuracy.plot([], [], color="0.4", linestyle=line_styles[n_facts], label=f"NTK runs at F = {n_facts}")
     style.theory_hline(accuracy, 1.0, "perfect storage")
     accuracy.set_ylabel(f"best accuracy, $\\leq$ {params['search']['ntk_max_width']} units")
-    accuracy.set_title("(c) NTK within its width cap")
+    accuracy.set_title(f"(c) NTK within its width cap ({present[0] if present else ''})")
 
     pair = ntk_rows.groupby(["method", "F", "kappa"]).agg(w=("n_params", "mean"), ok=("stored", "all"),
                                                           cap=("params_at_cap", "max")).reset_index()
     wide = pair.pivot_table(index=["F", "kappa"], columns="method", values=["w", "ok", "cap"])
-    if {"ntk", "ntk_ustar"} <= set(wide["w"].columns):
+    if len(wide) and {"ntk", "ntk_ustar"} <= set(wide["w"].columns):
         both = wide["ok"]["ntk"].astype(bool) & wide["ok"]["ntk_ustar"].astype(bool)
         only_ustar = ~wide["ok"]["ntk"].astype(bool) & wide["ok"]["ntk_ustar"].astype(bool)
         gain = (wide["w"]["ntk"] / wide["w"]["ntk_ustar"])[both]
@@ -197,17 +222,59 @@ def anisotropy(tables: dict[str, pd.DataFrame], params: dict, experiment: str = 
     style.theory_hline(gain_ax, 1.0, reference=True)
     gain_ax.set_yscale("log", base=2)
     gain_ax.set_ylabel("$W_{NTK} / W_{NTK+U^*}$")
-    gain_ax.set_title("(d) U* gain for the NTK")
-    for ax in axes.flat:
+    gain_ax.set_title(f"(d) U* gain for the NTK ({present[0] if present else ''})")
+
+    _law_panels(law_ax, diagonal_ax, main, present, colours)
+    law_ax.set_title(f"(e) cost over the law, F = {main_facts}")
+    diagonal_ax.set_title(f"(f) W against the law, F = {main_facts}")
+    for ax in list(axes.flat)[:5]:
         ax.set_xscale("log")
         ax.set_xlabel("value condition number $\\kappa$")
     style.shared_legend(fig, axes)
-    profile = {"linspace": "linspace(1, 1/kappa)", "geometric": "kappa^(-t), t in [0, 1] (geometric)"}[section["spectrum"]]
     style.caption(fig, f"W: the smallest parameter count storing {100 * section['target']:g}% of the facts; "
-                       f"spherical keys; values with singular values {profile}, d = {section['d']}; mean over "
-                       f"{section['seeds']} seeds (bars: min-max); NTK and NTK + U*: the best of Hermite degrees "
-                       f"{_degrees(params)} per setting")
+                       f"spherical keys; values with singular values "
+                       + " or ".join(FAMILY_LABELS[family] for family in present)
+                       + f", d = {section['d']}; mean over {section['seeds']} seeds (bars: min-max); NTK and NTK + U*: the "
+                       f"best of Hermite degrees {_degrees(params)} per setting\n(e, f): the paper's cost law W ~ F log F / "
+                       f"rho(V)^2 from each method's kappa = 1 cost; a method that keeps its scaling stays at or below it "
+                       f"(S0.others-robust), an NTK that breaks leaves it or stops storing (S0.ntk-anisotropy-breaks)")
     return fig
+
+
+def _law_panels(law_ax, diagonal_ax, main: pd.DataFrame, present: list[str], colours: dict) -> None:
+    """(e) seed-mean W rho(V)^2 over its kappa = 1 value against kappa, per method and family (a
+    caret at the largest stored ratio where a kappa did not store in every seed); (f) seed-mean
+    W / W(kappa = 1) against (rho(1) / rho(V))^2, the law's prediction, with the diagonal."""
+    extent = [1.0]
+    for family in present:
+        for method in [m for m in METHODS if m in set(main[main.spectrum == family].method)]:
+            rows = main[(main.spectrum == family) & (main.method == method)]
+            per = rows.assign(cost=rows.n_params * rows.rho**2).groupby("kappa").agg(
+                cost=("cost", "mean"), w=("n_params", "mean"), rho=("rho", "mean"), ok=("stored", "all"))
+            if 1.0 not in per.index or not per.ok.get(1.0, False):
+                continue
+            reference = per.loc[1.0]
+            stored = per[per.ok]
+            kwargs = dict(color=colours[method], linestyle=FAMILY_STYLES[family], marker=MARKERS.get(method, "o"), ms=3)
+            law_ax.plot(stored.index, stored.cost / reference.cost, **kwargs)
+            failed = per[~per.ok]
+            if len(failed):
+                law_ax.plot(failed.index, np.full(len(failed), (stored.cost / reference.cost).max()), linestyle="none",
+                            marker=6, ms=9, color=colours[method], markerfacecolor="none")
+            predicted = (reference.rho / stored.rho) ** 2
+            diagonal_ax.plot(predicted, stored.w / reference.w, **kwargs)
+            extent += list(predicted)
+    style.theory_hline(law_ax, 1.0, "the law $W \\propto F \\log F / \\rho(V)^2$ from $\\kappa = 1$")
+    law_ax.set_yscale("log", base=2)
+    law_ax.set_ylabel("$W \\rho^2 / (W \\rho^2)_{\\kappa = 1}$")
+    grid = np.geomspace(1.0, max(extent) * 1.1, 20)
+    diagonal_ax.plot(grid, grid, **style.THEORY_STYLE)
+    diagonal_ax.set_xscale("log")
+    diagonal_ax.set_yscale("log")
+    for axis in (diagonal_ax.xaxis, diagonal_ax.yaxis):  # labelled minor ticks of a short log range overlap
+        axis.set_minor_formatter(NullFormatter())
+    diagonal_ax.set_xlabel("the law's prediction $(\\rho_{\\kappa = 1} / \\rho(V))^2$")
+    diagonal_ax.set_ylabel("$W / W_{\\kappa = 1}$")
 
 
 def anisotropy_regime(tables: dict[str, pd.DataFrame], params: dict):
@@ -308,8 +375,10 @@ def seed_regime(tables: dict[str, pd.DataFrame], params: dict):
     against F (every target, degree of ntk_regime.ntk_degrees) with the counting bound log2(F!) / b
     and the F log2 F / b line; (b) the fraction of seeds the NTK stores within its width cap per F
     (S0.ntk-stores) and its best accuracy there; (c) the encoder-decoder's cost ratio
-    W(kappa) / W(kappa = 1) against kappa per F (S0.others-robust), with the 2x of 'keeps its
-    scaling' and the ceiling its code size m <= d allows, W(m = d) / W(kappa = 1)."""
+    W(kappa) / W(kappa = 1) against kappa per F and family of singular values (solid geometric,
+    dashed linspace; S0.others-robust), each with the paper's cost law's prediction
+    (rho(1) / rho(V))^2 (thin), the earlier fixed 2x band and the ceiling its code size m <= d
+    allows, W(m = d) / W(kappa = 1)."""
     results = tables["results"]
     regime = results[results.experiment == "ntk_regime"]
     robust = results[results.experiment == "robust_regime"]
@@ -353,19 +422,27 @@ def seed_regime(tables: dict[str, pd.DataFrame], params: dict):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("number of facts $F$")
 
-    means = seed_means(robust, ["method", "F", "kappa"]) if len(robust) else robust
+    means = seed_means(robust, ["method", "spectrum", "F", "kappa"]) if len(robust) else robust
     greys = dict(zip(sorted(robust.F.unique()), ["0.6", "0.1", "0.35", "0.8"] * 3))
-    for (method, n_facts), rows in means.groupby(["method", "F"]) if len(means) else []:
-        by = rows.set_index("kappa").n_params
-        ratio = by / by.get(1.0, np.nan)
+    present = _families(robust)
+    for (method, family, n_facts), rows in means.groupby(["method", "spectrum", "F"]) if len(means) else []:
+        by = rows.set_index("kappa")
+        ratio = by.n_params / by.n_params.get(1.0, np.nan)
         robust_ax.plot(ratio.index, ratio.values, color=greys[n_facts], marker=MARKERS.get(method, "o"), ms=4,
-                       label=f"{_label(method)}, F = {n_facts}")
-        if method == "ed_gated" and np.isfinite(by.get(1.0, np.nan)):
+                       linestyle=FAMILY_STYLES.get(family, "-"),
+                       label=f"{_label(method)}, F = {n_facts}" if family == present[0] else None)
+        law = (by.rho.get(1.0, np.nan) / by.rho) ** 2  # the cost law's prediction W(1) (rho(1) / rho)^2
+        robust_ax.plot(law.index, law.values, color=greys[n_facts], linestyle=FAMILY_STYLES.get(family, "-"), linewidth=0.7,
+                       alpha=0.6)
+        if method == "ed_gated" and family == present[0] and np.isfinite(by.n_params.get(1.0, np.nan)):
             d = int(robust.d.iloc[0])
-            ceiling = gated_parameter_count(int(n_facts), d, d, d) / by.get(1.0)
+            ceiling = gated_parameter_count(int(n_facts), d, d, d) / by.n_params.get(1.0)
             robust_ax.axhline(ceiling, color=greys[n_facts], linestyle=(0, (1, 3)), linewidth=1.0)
+    robust_ax.plot([], [], color="0.4", linewidth=0.7, alpha=0.6, label="the law: $(\\rho_{\\kappa = 1} / \\rho(V))^2$ (thin)")
+    for family in present:
+        robust_ax.plot([], [], color="0.3", linestyle=FAMILY_STYLES[family], label=f"values {FAMILY_LABELS[family]}")
     robust_ax.plot([], [], color="0.4", linestyle=(0, (1, 3)), label="ceiling $W(m = d) / W(\\kappa = 1)$ (code size $m \\leq d$)")
-    style.theory_hline(robust_ax, 2.0, "2x: keeps its scaling (S0.others-robust)")
+    style.theory_hline(robust_ax, 2.0, "2x: the earlier fixed band (an alternative of S0.others-robust)", reference=True)
     robust_ax.set_xscale("log")
     robust_ax.set_yscale("log", base=2)
     robust_ax.set_xlabel("value condition number $\\kappa$")
@@ -376,9 +453,11 @@ def seed_regime(tables: dict[str, pd.DataFrame], params: dict):
     style.caption(fig, f"(a, b) spherical keys and values, d = {regime_section['d']}, random permutation map, mean over "
                        f"{regime_section['seeds']} seeds (bars: min-max); the NTK's one-pass unit-prefix search at Hermite "
                        f"degree {', '.join(str(k) for k in regime_section['ntk_degrees'])}; the bound lines assume {bits:g} "
-                       f"bits per parameter\n(c) values with condition number kappa, d = {robust_section['d']}, "
-                       f"{100 * robust_section['target']:g}% stored, mean over {robust_section['seeds']} seeds; closed-form "
-                       f"constructions (no training)")
+                       f"bits per parameter\n(c) values with condition number kappa, singular values "
+                       + " or ".join(FAMILY_LABELS[family] for family in _families(robust))
+                       + f", d = {robust_section['d']}, {100 * robust_section['target']:g}% stored, mean over "
+                       f"{robust_section['seeds']} seeds; closed-form constructions (no training); below the thin line the "
+                       f"cost grows more slowly than the law W ~ F log F / rho(V)^2")
     return fig
 
 

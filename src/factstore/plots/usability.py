@@ -11,6 +11,7 @@ import pandas as pd
 
 from factstore.plots import style
 from factstore.usability import threshold
+from factstore.usability.summary import VERDICT_HOST, hosted
 
 LABELS = {"ntk": "NTK", "ntk_ustar": "NTK + U*", "ed_gated": "encoder-decoder", "ed_plain": "encoder-decoder, non-gated",
           "gd_gated": "GD, gated", "gd_plain": "GD, plain"}
@@ -76,7 +77,8 @@ def whitening(tables: dict[str, pd.DataFrame], params: dict):
 
     tables: whitening_<kind> (whitening step), one column of panels per embedding kind.
     """
-    table = style.stacked(tables, "whitening_")
+    every_host = style.stacked(tables, "whitening_")
+    table = hosted(every_host, VERDICT_HOST)
     kinds = sorted(table.kind.unique())
     fig, axes = style.figure(ncols=len(kinds), nrows=2, width=4.0, height=3.0, sharex=True)
     colours = style.palette(table.method.unique())
@@ -96,11 +98,17 @@ def whitening(tables: dict[str, pd.DataFrame], params: dict):
                                  label=f"{label}: max fact-adaptive")
             axes[1][column].plot(means.index, means.plain_recall, ":", marker=".", color=colours[method],
                                  label=f"{label}: plain recall")
+            at_standalone = hosted(every_host, "standalone")
+            at_standalone = at_standalone[(at_standalone.kind == kind) & (at_standalone.method == method)]
+            if "host" in every_host and len(at_standalone):
+                axes[1][column].plot(*zip(*at_standalone.groupby("alpha").fact_adaptive_max.mean().items()), "--",
+                                     marker="x", color=colours[method], label=f"{label}: max fact-adaptive, 1x host")
         axes[0][column].set(title=f"{kind} embeddings, F = {int(here.F.iloc[0])}", ylabel="standalone F / W")
         style.theory_hline(axes[1][column], params["target"], f"target {params['target']:g}")
         axes[1][column].set(xlabel=r"whitening strength $\alpha$", ylabel="accuracy in the Transformer")
     style.shared_legend(fig, axes)
-    style.caption(fig, f"MLP at its standalone capacity ({params['standalone_target']:g}); mean over "
+    style.caption(fig, f"standalone F / W: the smallest MLP storing {params['standalone_target']:.0%} of its facts; the "
+                       f"Transformer hosts MLPs at the first of 1x, 2x, 4x ... that size where both store every fact; mean over "
                        f"{table.replicate.nunique()} seeds; open triangles: not stored within the width cap in "
                        f"some seed (F / W at the cap, an upper bound)")
     return fig

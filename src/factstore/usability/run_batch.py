@@ -103,6 +103,19 @@ class RunBatch(nn.Module):
             logits.append(output_normalise(stored, self.output_norm) @ self.decoders[run].T)
         return torch.stack(logits)
 
+    @torch.no_grad()
+    def key_recall(self, run: int, fact_map: Tensor, swapped: bool = False) -> float:
+        """Recall of fact_map (F,) by run `run` with its attention entirely on the key: the MLP (or,
+        swapped, the one swapped in) applied to the key's own normalised embedding, decoded over the
+        whole output table. No attention can deliver more from that MLP: any weight elsewhere
+        only mixes junk into the MLP's input (the ceiling of the fact-adaptive accuracy)."""
+        keys = torch.arange(len(fact_map), device=self.embeddings.device)  # fact token i is key i
+        mixed = rms_normalise(self.embeddings[run])[keys]
+        hosted = (self.swapped if swapped else self.mlps)[run]
+        stored = hosted(rms_normalise(mixed) * self.mlp_input_scales[run])
+        logits = output_normalise(stored, self.output_norm) @ self.decoders[run].T
+        return int((logits.argmax(dim=1) == fact_map.to(keys.device)).sum()) / len(fact_map)
+
     def run_model(self, run: int) -> FactTransformer:
         """Run `run` as a FactTransformer (a copy: same tables, MLP, scale and trained weights)."""
         model = FactTransformer(self.embeddings[run], self.mlps[run], float(self.mlp_input_scales[run]),

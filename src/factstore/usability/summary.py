@@ -8,7 +8,9 @@ value's distance to its bound with this spread (factstore.claims).
 - usable capacity (S0.usable): the usable-over-standalone ratio over the CONSTRUCTIONS (NTK,
   encoder-decoder), the claim's subject; GD's beside it, not checked.
 - whitening (S0.whitening-tradeoff): the maximum fact-adaptive accuracy (the paper's criterion)
-  and standalone F / W along alpha, per embedding kind and method.
+  and standalone F / W along alpha, per embedding kind and method; the verdict reads the MLPs
+  hosted where both store every fact (VERDICT_HOST), each moderate alpha against alpha = 0 (the
+  control) paired per seed, over the families whose control stores (verdict_families).
 - Lipschitz threshold (S0.lipschitz-threshold): located within each method's whitening family
   (the paper's Fig. 8b reads the MLPs of Fig. 8a), then pooled (threshold.py).
 """
@@ -79,12 +81,15 @@ def usable_metrics(capacity_table: pd.DataFrame, usable: pd.DataFrame, probes: p
     found, found_gd = capacity_table[built].found.mean(), capacity_table[~built].found.mean()
     ratio, ratio_error = _ratio_max(usable[usable.method.isin(CONSTRUCTIONS)])
     ratio_gd, ratio_gd_error = _ratio_max(usable[~usable.method.isin(CONSTRUCTIONS)])
-    attending = (probes.attention_on_key >= 0.5).mean()
+    trained = probes[probes.attention_on_key.notna()]  # probes left untrained (ceiling below the target) have none
+    attending = (trained.attention_on_key >= 0.5).mean()
     return [
         ("usable_found_fraction", found, f"fraction of (construction, F, seed) where some size up to the cap is usable; "
          f"constructions {sorted(capacity_table[built].method.unique())}; {setting}", binomial_standard_error(found, int(built.sum()))),
         ("usable_found_fraction_gd", found_gd, f"the same for the trained MLPs (GD), beside the claim; {setting}",
          binomial_standard_error(found_gd, int((~built).sum()))),
+        *[(f"usable_found_fraction_{method}", rows.found.mean(), f"the same for {method} alone ({len(rows)} (F, seed))",
+           binomial_standard_error(rows.found.mean(), len(rows))) for method, rows in capacity_table.groupby("method")],
         ("usable_over_standalone_max", ratio, "max over (construction, F) of seed-mean usable W / seed-mean standalone W "
          f"(inf if a usable size was not found in every seed): {ratios}", ratio_error),
         ("usable_over_standalone_max_gd", ratio_gd, "the same for GD, beside the claim", ratio_gd_error),
@@ -96,11 +101,28 @@ def usable_metrics(capacity_table: pd.DataFrame, usable: pd.DataFrame, probes: p
          "max over probes of plain recall - final fact-adaptive accuracy (large: facts memorised around the MLP)", math.nan),
         ("attention_on_key_median", probes.attention_on_key.median(),
          "median over probes of the attention weight the query puts on the key after training", math.nan),
-        ("attending_fraction", attending, "fraction of probes whose attention on the key is >= 0.5 after training "
-         "(restarts included)", binomial_standard_error(attending, len(probes))),
-        ("restarts_total", float(probes.restarts.sum()), f"restarts over {len(probes)} probes (attention on the key "
-         "< 0.5 after the restart window)", math.nan),
+        ("attending_fraction", attending, f"fraction of the {len(trained)} trained probes whose attention on the key is "
+         ">= 0.5 after training (new initialisations included)", binomial_standard_error(attending, len(trained))),
+        ("restarts_total", float(probes.restarts.sum()), f"new initialisations over {len(probes)} probes (stuck: "
+         "attention on the key < 0.5 after the restart window, or ended below the target)", math.nan),
+        *_at_ceiling(probes, target),
     ]
+
+
+def _at_ceiling(probes: pd.DataFrame, target: float) -> list[Metric]:
+    """How the probes whose swapped MLP could reach the target (ceiling >= target) ended: the
+    fraction whose attention delivered the target (an attention miss is the rest)."""
+    if "ceiling" not in probes:
+        return []
+    reachable = probes[probes.ceiling >= target]
+    fraction = (reachable.fact_adaptive_max >= target).mean() if len(reachable) else math.nan
+    trained = probes[probes.fact_adaptive_max.notna()]
+    return [("reachable_usable_fraction", fraction, f"fraction of the {len(reachable)} probes whose swapped MLP "
+             f"recalls >= {target:g} with attention on the key (its ceiling) that reached the target inside the "
+             "Transformer (the rest are attention misses)", binomial_standard_error(fraction, len(reachable))),
+            ("fact_adaptive_over_ceiling_max", (trained.fact_adaptive_max - trained.ceiling).max(),
+             f"max over the {len(trained)} trained probes of the maximum fact-adaptive accuracy minus the ceiling "
+             "(<= 0 when no attention delivers more than attending to the key, the ceiling stop's premise)", math.nan)]
 
 
 def _per_setting(table: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -116,77 +138,152 @@ def _least(pairs: list[tuple[float, float]]) -> tuple[float, float]:
     return min(pairs, key=lambda pair: pair[0])
 
 
-def capacity_gains(rows: pd.DataFrame, moderate_alphas: list[float]) -> pd.Series:
-    """Per seed: the standalone capacity gain of whitening, the worse moderate alpha's over alpha = 0's.
+VERDICT_HOST = "stores_all"
+"""The host the whitening verdict reads (experiments.usability.HOSTS): each probe's MLPs at the
+first width of the ladder s, 2s, ... where both store every fact on their own."""
+
+
+def hosted(table: pd.DataFrame, host: str) -> pd.DataFrame:
+    """The whitening rows of one host; a table without a host column (one probe per setting) is
+    read whole."""
+    return table[table.host == host] if "host" in table else table
+
+
+def control_stores(rows: pd.DataFrame) -> bool:
+    """Whether a family's control can be read: at alpha = 0 every seed's host stores every fact in
+    both MLPs (host_stored; a table without the column: the standalone search stored)."""
+    zero = rows[rows.alpha == 0.0]
+    column = "host_stored" if "host_stored" in rows else "stored"
+    return bool(len(zero)) and bool(zero[column].astype(bool).all())
+
+
+def verdict_families(table: pd.DataFrame, judged_only: bool = True) -> list[tuple[str, str, pd.DataFrame, list[float]]]:
+    """(kind, method, rows, moderate alphas present) of each whitening family the trade-off reads:
+    a moderate alpha, alpha = 0 and alpha = 1 present and, with judged_only, its control storing
+    (control_stores). A family whose alpha = 0 MLPs do not store every fact even at the width cap
+    (the real MiniLM keys, docs/methods/usability.md) has no control to compare with: reported, not judged."""
+    families = []
+    for (kind, method), rows in table.groupby(["kind", "method"]):
+        alphas = set(rows.alpha)
+        present = [alpha for alpha in MODERATE_ALPHAS if alpha in alphas]
+        if present and 1.0 in alphas and 0.0 in alphas and (control_stores(rows) or not judged_only):
+            families.append((kind, method, rows, present))
+    return families
+
+
+def paired_difference(rows: pd.DataFrame, column: str, alpha: float, reference: float) -> pd.Series:
+    """Per seed (index replicate): `column` at `alpha` minus at `reference` (one row per seed and alpha)."""
+    by_alpha = rows.pivot_table(index="replicate", columns="alpha", values=column, aggfunc="first")
+    return by_alpha[alpha] - by_alpha[reference]
+
+
+def capacity_gain_per_alpha(rows: pd.DataFrame, moderate_alphas: list[float]) -> pd.DataFrame:
+    """Per seed (index replicate) and moderate alpha (columns): the standalone capacity gain of
+    whitening, that alpha's over alpha = 0's.
 
     rows: one (kind, method)'s whitening rows (replicate, alpha, F, n_params, stored,
     standalone_trained). A stored row's F / n_params is its capacity per parameter; a row that did
-    not store within the width cap has n_params at the largest width searched. Per seed:
-    - every moderate alpha stores: the worse one's F / W over alpha = 0's, exact where alpha = 0
-      stores; where it does not, its F / W at the cap bounds it from ABOVE, so the ratio is a
-      certified lower bound on the gain;
-    - a moderate alpha does not store but alpha = 0 does: 0 (it has less capacity);
+    not store within the width cap has n_params at the largest width searched. Per seed and alpha:
+    - both store: the exact F / W ratio;
+    - only the moderate alpha stores: alpha = 0's F / W at the cap bounds it from ABOVE, so the
+      ratio is a certified lower bound on the gain;
+    - only alpha = 0 stores: 0 (the moderate alpha has less capacity);
     - neither stores: both MLPs are at the cap's width, so the gain is read at that fixed width
-      budget (as S0.ntk-anisotropy-breaks reads the anisotropy break), the facts each recalls there on its own per
-      parameter (standalone_trained x F / n_params), the worse non-storing moderate alpha's over
-      alpha = 0's. On the real MiniLM keys the degree-2 NTK stores neither alpha = 0 nor, for one
-      seed, alpha = 0.1 at any width up to 2^18 (docs/methods/usability.md), so no width cap
-      makes the first reading a number there.
-    Returns a Series indexed by replicate."""
+      budget (as S0.ntk-anisotropy-breaks reads the anisotropy break), the facts each recalls there
+      on its own per parameter (standalone_trained x F / n_params). On the real MiniLM keys the
+      degree-2 NTK stores neither alpha = 0 nor, for one seed, alpha = 0.1 at any width up to 2^18
+      (docs/methods/usability.md)."""
     rows = rows.assign(stored=rows.stored.astype(bool), per_parameter=rows.F / rows.n_params,
                        recalled_per_parameter=rows.standalone_trained * rows.F / rows.n_params)
     gains = {}
     for replicate, seed in rows.groupby("replicate"):
         at_zero = seed[seed.alpha == 0.0].iloc[0]
-        moderate = seed[seed.alpha.isin(moderate_alphas)]
-        not_stored = moderate[~moderate.stored]
-        if not_stored.empty:
-            gains[replicate] = moderate.per_parameter.min() / at_zero.per_parameter
-        elif at_zero.stored:
-            gains[replicate] = 0.0
-        else:
-            gains[replicate] = not_stored.recalled_per_parameter.min() / at_zero.recalled_per_parameter
-    return pd.Series(gains, dtype=float)
+        for alpha in moderate_alphas:
+            here = seed[seed.alpha == alpha].iloc[0]
+            if here.stored:
+                gain = here.per_parameter / at_zero.per_parameter
+            elif at_zero.stored:
+                gain = 0.0
+            else:
+                gain = here.recalled_per_parameter / at_zero.recalled_per_parameter
+            gains[(replicate, alpha)] = gain
+    return pd.Series(gains, dtype=float).unstack()
+
+
+def capacity_gains(rows: pd.DataFrame, moderate_alphas: list[float], reduce: str = "mean") -> pd.Series:
+    """Per seed (index replicate): the capacity gain of the moderate alphas (capacity_gain_per_alpha),
+    their mean (the verdict's reading: the moderate band as a whole) or, reduce='min', the worse
+    one's (the earlier reading, biased below the band's gain by the noise of two ratios)."""
+    if rows.empty:
+        return pd.Series(dtype=float)
+    per_alpha = capacity_gain_per_alpha(rows, moderate_alphas)
+    return per_alpha.mean(axis=1) if reduce == "mean" else per_alpha.min(axis=1)
+
+
+def trade_off(rows: pd.DataFrame, present: list[float]) -> dict[str, tuple[float, float]]:
+    """One family's (seed mean, standard error over seeds) of: moderate, the worse moderate alpha's
+    mean max fact-adaptive accuracy; vs_control, that alpha's minus alpha = 0's per seed; drop,
+    that alpha's minus alpha = 1's per seed; gain, the capacity gain (capacity_gains)."""
+    means = rows.groupby("alpha").fact_adaptive_max.mean()
+    worst = means.loc[present].idxmin()
+    pairs = {"moderate": rows[rows.alpha == worst].fact_adaptive_max,
+             "vs_control": paired_difference(rows, "fact_adaptive_max", worst, 0.0),
+             "drop": paired_difference(rows, "fact_adaptive_max", worst, 1.0),
+             "gain": capacity_gains(rows, present)}
+    return {name: (float(values.mean(skipna=False)), standard_error(values)) for name, values in pairs.items()}
+
+
+def trade_off_least(table: pd.DataFrame, host: str = VERDICT_HOST, judged_only: bool = True) -> dict[str, tuple[float, float]]:
+    """min over the verdict's families (verdict_families of the VERDICT_HOST rows) of each
+    trade_off reading of their `host` rows, with its standard error; NaN where no family is read
+    (or a family has no `host` rows)."""
+    at_host = hosted(table, host)
+    readings = []
+    for kind, method, _, present in verdict_families(hosted(table, VERDICT_HOST), judged_only):
+        rows = at_host[(at_host.kind == kind) & (at_host.method == method)]
+        readings.append(trade_off(rows, present) if set(present) | {0.0, 1.0} <= set(rows.alpha)
+                        else dict.fromkeys(("moderate", "vs_control", "drop", "gain"), (math.nan, math.nan)))
+    return {name: _least([reading[name] for reading in readings]) for name in ("moderate", "vs_control", "drop", "gain")}
 
 
 def whitening_metrics(table: pd.DataFrame) -> list[Metric]:
     if table.empty:
         return []
-    accuracy, capacity = _per_setting(table, "fact_adaptive_max"), _per_setting(table, "facts_per_parameter")
-    moderate, drops, gains = [], [], []
-    for (kind, method), group in accuracy.groupby(level=["kind", "method"]):
-        group = group.droplevel(["kind", "method"])
-        present = [alpha for alpha in MODERATE_ALPHAS if alpha in group.index]
-        if not present or 1.0 not in group.index or 0.0 not in group.index:
-            continue
-        worst = group.loc[present, "mean"].idxmin()
-        moderate.append((group.loc[worst, "mean"], group.loc[worst, "se"]))
-        drops.append((group.loc[worst, "mean"] - group.loc[1.0, "mean"], math.hypot(group.loc[worst, "se"], group.loc[1.0, "se"])))
-        paired = capacity_gains(table[(table.kind == kind) & (table.method == method)], present)
-        gains.append((float(paired.mean(skipna=False)), standard_error(paired)))
+    verdict = hosted(table, VERDICT_HOST)
+    accuracy, capacity = _per_setting(verdict, "fact_adaptive_max"), _per_setting(verdict, "facts_per_parameter")
+    judged = [f"{kind} {method}" for kind, method, _, _ in verdict_families(verdict)]
+    read = trade_off_least(table)
     setting = (f"{sorted(table.kind.unique())} embeddings, methods {sorted(table.method.unique())}, alpha in "
                f"{sorted(float(a) for a in table.alpha.unique())}, value fold {sorted(table.value_fold.unique())}, "
-               f"mean over {table.replicate.nunique()} seeds of the max fact-adaptive accuracy over training")
-
-    (accuracy_min, accuracy_error), (drop, drop_error), (gain, gain_error) = map(_least, (moderate, drops, gains))
+               f"mean over {table.replicate.nunique()} seeds of the max fact-adaptive accuracy over training; host "
+               f"{VERDICT_HOST if 'host' in table else 'standalone'}; families judged (alpha = 0 stores every fact in "
+               f"both MLPs in every seed): {judged or 'none'}")
     metrics = [
-        ("whitening_moderate_accuracy_min", accuracy_min,
-         f"min over (kind, method, alpha in {MODERATE_ALPHAS}) of the mean max fact-adaptive accuracy; {setting}",
-         accuracy_error),
-        ("whitening_full_drop_min", drop,
-         "min over (kind, method) of [worse moderate alpha's accuracy - accuracy at alpha = 1]", drop_error),
-        ("whitening_moderate_capacity_gain_min", gain,
-         "min over (kind, method) of the seed mean of the standalone capacity gain, the worse moderate alpha's F / W over "
-         "alpha = 0's (exact where alpha = 0 stores; a certified lower bound where only the moderate alpha stores within "
-         "the width cap, alpha = 0's F / W at the cap bounding it from above; 0 where only alpha = 0 stores; where "
-         "neither stores, the ratio of the facts each recalls on its own per parameter at the cap's width)",
-         gain_error),
+        ("whitening_moderate_vs_control_min", *read["vs_control"][:1],
+         f"min over judged (kind, method) of the seed mean of [the worse moderate alpha's (of {MODERATE_ALPHAS}) max "
+         f"fact-adaptive accuracy - alpha = 0's], paired per seed; {setting}", read["vs_control"][1]),
+        ("whitening_moderate_accuracy_min", *read["moderate"][:1],
+         "min over judged (kind, method) of the worse moderate alpha's mean max fact-adaptive accuracy (absolute, "
+         "beside the check)", read["moderate"][1]),
+        ("whitening_full_drop_min", *read["drop"][:1],
+         "min over judged (kind, method) of the seed mean of [worse moderate alpha's accuracy - accuracy at alpha = 1], "
+         "paired per seed", read["drop"][1]),
+        ("whitening_moderate_capacity_gain_min", *read["gain"][:1],
+         "min over judged (kind, method) of the seed mean of the standalone capacity gain, the moderate alphas' F / W "
+         "over alpha = 0's averaged over the moderate alphas (exact where both store; a certified lower bound where "
+         "only the moderate alpha stores within the width cap; 0 where only alpha = 0 stores; where neither stores, "
+         "the ratio of the facts each recalls on its own per parameter at the cap's width)", read["gain"][1]),
     ]
     for (kind, method, alpha), row in accuracy.iterrows():
         metrics.append((f"whitening_fact_adaptive_{kind}_{method}_a{alpha:g}", row["mean"], setting, row["se"]))
     for (kind, method, alpha), row in capacity.iterrows():
         metrics.append((f"whitening_facts_per_parameter_{kind}_{method}_a{alpha:g}", row["mean"],
                         "standalone F / W (0 where not stored)", row["se"]))
+    if {"host_stored", "host_size"} <= set(verdict):
+        for (kind, method, alpha), rows in verdict.groupby(["kind", "method", "alpha"]):
+            metrics.append((f"whitening_host_width_{kind}_{method}_a{alpha:g}", float(rows.host_size.mean()),
+                            f"mean host width ({VERDICT_HOST}); stores every fact in {int(rows.host_stored.sum())} of "
+                            f"{len(rows)} seeds; standalone width {rows['size'].mean():g}", standard_error(rows.host_size)))
     return metrics
 
 

@@ -11,13 +11,19 @@ attention training around an inserted MLP), each part a setting (`TrainingSettin
   sequences (every fact in eval_repeats fresh contexts). Attention that learnt to route the key
   into the MLP transfers; attention that memorised facts around the MLP does not. The run keeps
   the maximum over these evaluations (`fact_adaptive_max`, the paper's "maximum fact-adaptive
-  accuracy") and stops when it reaches `stop_accuracy`, when it has not improved for `patience`
-  updates (a plateau; not before the restart check below while a restart is left, unless the
-  run already attends to the key, which that check could not restart), or after
-  `max_steps` updates;
-- a run whose attention on the key is still below `restart_below` `restart_after` updates after
-  its (re)start is restarted from a new initialisation (at most `max_restarts` times; counted):
-  a run stuck attending to junk says nothing about the MLP it hosts.
+  accuracy");
+- a run stops when that maximum reaches `stop_accuracy` ('target'), or (`stop_at_ceiling`) when it
+  reaches the swapped MLP's own recall with the attention entirely on the key ('ceiling': the
+  most any attention can deliver from that MLP, `RunBatch.key_recall`);
+- an initialisation ends when its maximum has not improved for `patience` updates (a plateau) or
+  after `max_steps` updates; a run whose attention on the key is still below `restart_below`
+  `restart_after` updates after its (re)start ends its initialisation there (a run stuck
+  attending to junk says nothing about the MLP it hosts). An initialisation that ends below the
+  target starts a new one (new query and key maps, optimizer state cleared), at most
+  `max_restarts` times, so the run's maximum is over up to max_restarts + 1 initialisations and
+  "usable" is decided as for the maximum over all of them; no new one starts when the ceiling is
+  below the target (no initialisation could reach it). A caller that only needs to know whether a
+  probe is usable may leave such a probe untrained (`skip_unreachable`).
 
 Probes that share their shapes (one fact count, junk vocabulary and dimension) train side by side
 as one RunBatch (factstore.usability.run_batch): one batched attention computation and one
@@ -27,6 +33,7 @@ its own, so a probe's result does not depend on the batch it ran in (up to summa
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -49,14 +56,15 @@ class TrainingSettings:
     warmup_steps: int = 0  # the learning rate rises linearly from 0 over these first updates
     weight_decay: float = 0.1  # on W_q and W_k (the only trained weights)
     batch_size: int = 1280  # sequences per update, facts drawn with replacement
-    max_steps: int = 4000
-    patience: int | None = None  # stop when fact_adaptive_max has not improved for this many updates
+    max_steps: int = 4000  # updates per initialisation
+    patience: int | None = None  # an initialisation ends when fact_adaptive_max has not improved for this many updates
     stop_accuracy: float = 1.0  # stop once fact_adaptive_max reaches it
+    stop_at_ceiling: bool = True  # stop once fact_adaptive_max reaches the swapped MLP's recall with attention on the key
     eval_every: int = 100  # updates between fact-adaptive evaluations
     eval_repeats: int = 4  # fresh junk contexts per fact in every evaluation (>= 4F sequences)
     restart_after: int = 100  # updates after a (re)start at which attention on the key is checked
     restart_below: float = 0.5  # ... and the run restarted if it is below this
-    max_restarts: int = 2
+    max_restarts: int = 2  # new initialisations after the first (a stuck run, or one that ended below the target)
     positional: str = "none"  # 'none' (the follow-up code) or 'rope'
     output_norm: str = "unit"  # 'unit': cosine logits (the follow-up code); 'rms': sqrt(d) x cosine
 
@@ -111,17 +119,21 @@ def batched_recall(model: RunBatch, runs: list[int], tasks: list[Task], fact_map
 
 def train_attention(
     model: RunBatch, tasks: list[Task], fact_maps: list[Tensor], swapped_maps: list[Tensor],
-    settings: TrainingSettings, generators: list[torch.Generator],
+    settings: TrainingSettings, generators: list[torch.Generator], skip_unreachable: bool = False,
 ) -> list[dict]:
     """Train every run's query and key maps: run r to predict fact token fact_maps[r][i] at Q after
     key i, evaluating its fact-adaptive accuracy (model.swapped[r], swapped_maps[r]) every
-    settings.eval_every updates and at its last update (module docstring).
+    settings.eval_every updates and at the last update of each initialisation (module docstring).
 
     Run r draws its facts, junk and restarts from generators[r] only, so it makes the same draws,
     and (up to floating-point summation order) the same updates, as if it trained alone. Returns
-    one record per run: {steps (updates, restarts included), stop ('target' | 'plateau' | 'max_steps'), restarts, fact_adaptive_max,
-    fact_adaptive_max_step, fact_adaptive_last (its last evaluation), evaluations, loss and
-    train_accuracy (its last batch's)}.
+    one record per run: {steps (updates, every initialisation included), stop ('target' |
+    'ceiling' | 'plateau' | 'max_steps' | 'unreachable': why it ended), restarts (new
+    initialisations), ceiling (the swapped MLP's recall with attention on the key),
+    fact_adaptive_max, fact_adaptive_max_step, fact_adaptive_last (its last evaluation),
+    evaluations, loss and train_accuracy (its last batch's)}. skip_unreachable: a run whose ceiling
+    is below settings.stop_accuracy is not trained at all (stop 'unreachable', fact_adaptive_max
+    NaN): no attention could make it reach the target.
     """
     runs = model.size
     if not (len(tasks) == len(fact_maps) == len(swapped_maps) == len(generators) == runs):
@@ -131,13 +143,17 @@ def train_attention(
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer, schedule = adamw_with_warmup(parameters, settings.learning_rate, settings.weight_decay,
                                             settings.warmup_steps)
-    records = [{"steps": 0, "stop": "max_steps", "restarts": 0, "fact_adaptive_max": 0.0,
+    ceilings = [model.key_recall(run, swapped_maps[run], swapped=True) for run in range(runs)]
+    records = [{"steps": 0, "stop": None, "restarts": 0, "ceiling": ceiling, "fact_adaptive_max": 0.0,
                 "fact_adaptive_max_step": 0, "fact_adaptive_last": 0.0, "evaluations": 0, "loss": float("nan"),
-                "train_accuracy": 0.0} for _ in range(runs)]
-    started_at = [0] * runs  # the update at which each run last (re)started
-    active, steps = list(range(runs)), 0
+                "train_accuracy": 0.0} for ceiling in ceilings]
+    for record in records:
+        if skip_unreachable and record["ceiling"] < settings.stop_accuracy:
+            record |= {"stop": "unreachable", "fact_adaptive_max": math.nan, "fact_adaptive_last": math.nan}
+    started_at = [0] * runs  # the update at which each run's current initialisation started
+    active, steps = [run for run in range(runs) if records[run]["stop"] is None], 0
     model.train()
-    while active and steps < settings.max_steps:
+    while active:
         sequences = [recall_sequences(torch.randint(0, vocabulary.n_facts, (settings.batch_size,),
                                                     generator=generators[run]),
                                       fact_maps[run], vocabulary, tasks[run].lengths, generators[run])
@@ -155,9 +171,8 @@ def train_attention(
         accuracies = (logits.detach().argmax(dim=2) == answers).float().mean(dim=1)
         for row, run in enumerate(active):
             records[run] |= {"steps": steps, "loss": float(losses[row].detach()), "train_accuracy": float(accuracies[row])}
-        _restart_stuck(model, active, tasks, fact_maps, generators, settings, steps, started_at, records, optimizer)
         evaluated = [run for run in active if (steps - started_at[run]) % settings.eval_every == 0
-                     or steps == settings.max_steps]
+                     or steps - started_at[run] == settings.max_steps]
         if evaluated:
             scores = batched_recall(model, evaluated, tasks, swapped_maps, generators, settings.eval_repeats, True)
             model.train()
@@ -166,38 +181,49 @@ def train_attention(
                 record["fact_adaptive_last"], record["evaluations"] = score, record["evaluations"] + 1
                 if score > record["fact_adaptive_max"]:
                     record["fact_adaptive_max"], record["fact_adaptive_max_step"] = score, steps
-                if record["fact_adaptive_max"] >= settings.stop_accuracy:
-                    record["stop"] = "target"
-                elif (settings.patience is not None
-                      and steps - max(record["fact_adaptive_max_step"], started_at[run]) >= settings.patience
-                      and (record["restarts"] >= settings.max_restarts
-                           or steps - started_at[run] >= settings.restart_after
-                           or attention_on_key(model.run_model(run), tasks[run], fact_maps[run],
-                                               generators[run]) >= settings.restart_below)):
-                    # never before the restart check of a run that may restart, unless it already
-                    # attends to the key (then the check could not restart it: the wait is wasted)
-                    record["stop"] = "plateau"
-        active = [run for run in active if records[run]["stop"] == "max_steps"]
+        for run in active:
+            ending = _initialisation_end(model, run, tasks[run], fact_maps[run], generators[run], settings,
+                                         steps - started_at[run], steps - max(records[run]["fact_adaptive_max_step"],
+                                                                              started_at[run]), records[run])
+            if ending is None:
+                continue
+            if ending == "stuck" or (ending in ("plateau", "max_steps") and _may_reach_target(records[run], settings)):
+                model.initialise(run, generators[run])
+                for parameter in (model.query[run], model.key[run]):
+                    optimizer.state.pop(parameter, None)
+                started_at[run], records[run]["restarts"] = steps, records[run]["restarts"] + 1
+            else:
+                records[run]["stop"] = ending
+        active = [run for run in active if records[run]["stop"] is None]
     model.eval()
     return records
 
 
-def _restart_stuck(model: RunBatch, active: list[int], tasks: list[Task], fact_maps: list[Tensor],
-                   generators: list[torch.Generator], settings: TrainingSettings, steps: int, started_at: list[int],
-                   records: list[dict], optimizer: torch.optim.Optimizer) -> None:
-    """Restart every active run whose attention on the key is below settings.restart_below
-    settings.restart_after updates after its (re)start: new query and key maps from its own
-    generator, its optimizer state cleared, its fact-adaptive history kept (the maximum is over
-    the whole run)."""
-    due = [run for run in active if steps - started_at[run] == settings.restart_after
-           and records[run]["restarts"] < settings.max_restarts]
-    for run in due:
-        if attention_on_key(model.run_model(run), tasks[run], fact_maps[run], generators[run]) >= settings.restart_below:
-            continue
-        model.initialise(run, generators[run])
-        for parameter in (model.query[run], model.key[run]):
-            optimizer.state.pop(parameter, None)
-        started_at[run], records[run]["restarts"] = steps, records[run]["restarts"] + 1
+def _initialisation_end(model: RunBatch, run: int, task: Task, fact_map: Tensor, generator: torch.Generator,
+                        settings: TrainingSettings, updates: int, since_best: int, record: dict) -> str | None:
+    """Why run `run`'s current initialisation ends after this update ('target', 'ceiling',
+    'stuck', 'plateau', 'max_steps'), or None while it goes on. updates: the updates of this
+    initialisation; since_best: updates since its fact-adaptive maximum last improved (or since it
+    started)."""
+    if record["fact_adaptive_max"] >= settings.stop_accuracy:
+        return "target"
+    if settings.stop_at_ceiling and record["fact_adaptive_max"] >= record["ceiling"]:
+        return "ceiling"
+    if updates == settings.restart_after and record["restarts"] < settings.max_restarts \
+            and attention_on_key(model.run_model(run), task, fact_map, generator) < settings.restart_below:
+        return "stuck"
+    if settings.patience is not None and since_best >= settings.patience:
+        return "plateau"
+    if updates >= settings.max_steps:
+        return "max_steps"
+    return None
+
+
+def _may_reach_target(record: dict, settings: TrainingSettings) -> bool:
+    """Whether a run whose initialisation ended below the target gets a new one: a restart is left
+    and (with the ceiling stop) its swapped MLP could deliver the target at all."""
+    return record["restarts"] < settings.max_restarts and not (
+        settings.stop_at_ceiling and record["ceiling"] < settings.stop_accuracy)
 
 
 @torch.no_grad()
@@ -251,23 +277,27 @@ class Probe:
 
 
 def usability(probes: list[Probe], settings: TrainingSettings, device: torch.device | str = "cpu",
-              n_head: int = 1) -> list[dict]:
+              n_head: int = 1, skip_unreachable: bool = False) -> list[dict]:
     """Run the probes (sharing one vocabulary and dimension) as one batch: train each Transformer
     around its trained MLP with fact-adaptive evaluations along the way, then measure recall with
     the trained MLP and, once more, with the swapped one, run by run.
 
     Returns one record per probe: train_attention's record plus plain_recall (trained MLP and map,
     fresh contexts), fact_adaptive (the swapped MLP and map after training, fresh contexts) and
-    attention_on_key (after training, trained map). A probe's record does not depend on the other
-    probes of its batch (up to floating-point summation order).
+    attention_on_key (after training, trained map), all NaN for a probe left untrained
+    (skip_unreachable, train_attention). A probe's record does not depend on the other probes of
+    its batch (up to floating-point summation order).
     """
     generators = [probe.generator for probe in probes]
     tasks = [probe.task for probe in probes]
     model = build_runs(tasks, [probe.trained_mlp for probe in probes], generators, device, settings,
                        [probe.swapped_mlp for probe in probes], n_head)
     records = train_attention(model, tasks, [probe.trained_map for probe in probes],
-                              [probe.swapped_map for probe in probes], settings, generators)
+                              [probe.swapped_map for probe in probes], settings, generators, skip_unreachable)
     for run, (probe, record) in enumerate(zip(probes, records)):
+        if record["stop"] == "unreachable":
+            record |= {"plain_recall": math.nan, "attention_on_key": math.nan, "fact_adaptive": math.nan}
+            continue
         single = model.run_model(run)
         record["plain_recall"] = recall_accuracy(single, probe.task, probe.trained_map, probe.generator,
                                                  settings.eval_repeats)
