@@ -174,8 +174,8 @@ def test_ustar_gain_verdict_flips_across_the_range(gain, expected):
 # ---------------------------------------------------------------------------------------------
 
 KAPPAS = [1.0, 10.0, 100.0, 1000.0]
-# rho(V) per kappa: geometric values lose decodability fast, linspace values little (the review's
-# d = 128 numbers: 0.625 -> 0.554 on linspace)
+# rho(V) per kappa: geometric values lose decodability fast, linspace values little (measured
+# at d = 128: 0.625 -> 0.554 on linspace)
 RHO = {"geometric": {1.0: 0.6, 10.0: 0.3, 100.0: 0.12, 1000.0: 0.06},
        "linspace": {1.0: 0.625, 10.0: 0.6, 100.0: 0.57, 1000.0: 0.554}}
 JITTER = (1.0, 1.02, 0.99)  # each seed's W off the law by this factor (the kappa = 1 seeds' spread)
