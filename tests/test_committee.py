@@ -564,8 +564,7 @@ def test_the_exponent_is_fitted_clear_of_the_floor():
                           "saturated_at": 10, "epochs": 100})
 
     def read(frame):
-        window = frame[frame.above_chance >= multi_output.FLOOR_MARGIN * frame.floor_above_chance]
-        return {name: value for name, value, *_ in multi_output_metrics(frame, window)}
+        return {name: value for name, value, *_ in multi_output_metrics(frame, multi_output.fit_window(frame))}
 
     metrics = read(per_o)
     assert metrics["multi_output_exponent"] == pytest.approx(-0.9, abs=1e-6)

@@ -56,11 +56,11 @@ def test_the_whitening_step_holds_one_batch_of_mlps_and_hosts_where_both_store(m
         alive.add(folded)
         return folded
 
-    def fake_probes(specs, params, device):
+    def fake_probes(setups, params, device):
         gc.collect()
-        batches.append((len(specs), len(alive)))
-        return [RECORD | {"standalone_trained": usability.module_accuracy(spec.trained, spec.facts[0]),
-                          "standalone_swapped": usability.module_accuracy(spec.swapped, spec.facts[1])} for spec in specs]
+        batches.append((len(setups), len(alive)))
+        return [RECORD | {"standalone_trained": usability.module_accuracy(setup.trained, setup.facts[0]),
+                          "standalone_swapped": usability.module_accuracy(setup.swapped, setup.facts[1])} for setup in setups]
 
     monkeypatch.setattr(usability, "fold", tracked_fold)
     monkeypatch.setattr(usability, "run_probes", fake_probes)

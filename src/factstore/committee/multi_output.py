@@ -35,6 +35,12 @@ FLOOR_MARGIN = 3.0
 """The power law in O is read where acc - 1/2 is at least this multiple of the floor."""
 
 
+def fit_window(per_o):
+    """The rows of a per-O table (columns above_chance, floor_above_chance) whose acc - 1/2 is at
+    least FLOOR_MARGIN x its floor: where the power law in O is fitted."""
+    return per_o[per_o.above_chance >= FLOOR_MARGIN * per_o.floor_above_chance]
+
+
 @dataclass
 class SaturationResult:
     """Per instance (B,): the best bit accuracy of the sign net and its O-bit label accuracy at that

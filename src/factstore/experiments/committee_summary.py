@@ -250,7 +250,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         bits_per_weight=("bits_per_weight", "mean"), epochs=("epochs", "max"), saturated_at=("saturated_at", "max"),
         saturated=("saturated", "all"),
     )
-    window = per_o[per_o.above_chance >= many.FLOOR_MARGIN * per_o.floor_above_chance]
+    window = many.fit_window(per_o)
     for metric in multi_output_metrics(per_o, window):
         metrics.add(*metric[:3], standard_error=metric[3])
     largest = per_o.iloc[-1]

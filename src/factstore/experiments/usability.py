@@ -64,7 +64,7 @@ def ustar_for(method: str, values: Tensor) -> Tensor | None:
 
 
 @dataclass(frozen=True)
-class ProbeSpec:
+class ProbeSetup:
     """One usability evaluation to run: the task, the MLP trained with (storing facts[0]) and the
     MLP swapped in (storing facts[1]), and the parts its generators derive from."""
 
@@ -75,21 +75,21 @@ class ProbeSpec:
     generator_parts: tuple
 
 
-def run_probes(specs: list[ProbeSpec], params: dict, device, skip_unreachable: bool = False) -> list[dict]:
+def run_probes(setups: list[ProbeSetup], params: dict, device, skip_unreachable: bool = False) -> list[dict]:
     """Usability evaluations of probes of one shape, params.runs_per_batch Transformers per batch,
     with the standalone accuracies (over the whole decoding table) and the tangent-space Lipschitz
     constants of their swapped MLPs: one table row per probe. skip_unreachable: probes whose
     ceiling is below the target are recorded untrained (usability.training.train_attention)."""
     rows, settings = [], TrainingSettings(**params["training"])
-    for first in range(0, len(specs), params["runs_per_batch"]):
-        chunk = specs[first:first + params["runs_per_batch"]]
-        probes = [Probe(spec.task, spec.trained, spec.facts[0].fact_map, spec.swapped, spec.facts[1].fact_map,
-                        derived_generator(*spec.generator_parts, "train")) for spec in chunk]
-        for spec, record in zip(chunk, usability(probes, settings, device, skip_unreachable=skip_unreachable)):
-            lipschitz, relative, rms = tangent_lipschitz(spec.swapped, spec.facts[1].keys, params["lipschitz_samples"],
-                                                         derived_generator(*spec.generator_parts, "lipschitz"))
-            rows.append({"standalone_trained": module_accuracy(spec.trained, spec.facts[0]),
-                         "standalone_swapped": module_accuracy(spec.swapped, spec.facts[1])}
+    for first in range(0, len(setups), params["runs_per_batch"]):
+        chunk = setups[first:first + params["runs_per_batch"]]
+        probes = [Probe(setup.task, setup.trained, setup.facts[0].fact_map, setup.swapped, setup.facts[1].fact_map,
+                        derived_generator(*setup.generator_parts, "train")) for setup in chunk]
+        for setup, record in zip(chunk, usability(probes, settings, device, skip_unreachable=skip_unreachable)):
+            lipschitz, relative, rms = tangent_lipschitz(setup.swapped, setup.facts[1].keys, params["lipschitz_samples"],
+                                                         derived_generator(*setup.generator_parts, "lipschitz"))
+            rows.append({"standalone_trained": module_accuracy(setup.trained, setup.facts[0]),
+                         "standalone_swapped": module_accuracy(setup.swapped, setup.facts[1])}
                         | {key: record[key] for key in ("fact_adaptive_max", "fact_adaptive", "fact_adaptive_max_step",
                                                         "plain_recall", "attention_on_key", "ceiling", "restarts", "steps",
                                                         "stop", "evaluations", "train_accuracy")}
@@ -141,15 +141,15 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
         seen: list[dict[int, int]] = [{} for _ in range(seeds)]
 
         def usable_at(requests: list[tuple[int, int]]) -> list[float]:
-            specs = []
+            setups = []
             for replicate, size in requests:
                 (task, facts), parts = tasks[replicate], (params["seed"], "usability-mlp", method, dim, n_facts, replicate, size)
                 trained, seen[replicate][size] = build_mlp(method, facts[0], size, derived_generator(*parts, 1), params,
                                                            ustars[replicate], context.device)
                 swapped, _ = build_mlp(method, facts[1], size, derived_generator(*parts, 2), params, ustars[replicate],
                                        context.device)
-                specs.append(ProbeSpec(task, trained, swapped, facts, parts))
-            records = run_probes(specs, params, context.device, skip_unreachable=True)
+                setups.append(ProbeSetup(task, trained, swapped, facts, parts))
+            records = run_probes(setups, params, context.device, skip_unreachable=True)
             for (replicate, size), record in zip(requests, records):
                 probes.append({"experiment": "capacity", "method": method, "d": dim, "F": n_facts,
                                "replicate": replicate, "alpha": math.nan, "kind": "spherical", "size": size,
@@ -168,15 +168,9 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
                          "usable_params": seen[replicate][size] if size is not None else math.nan,
                          "found": size is not None, "size_cap": cap, "params_at_cap": seen[replicate].get(cap, math.nan),
                          "standalone_size": guess, "standalone_params": standalone_params,
-                         "best_fact_adaptive": _nan_max(evaluations.values()), "probes": len(evaluations)})
+                         "best_fact_adaptive": pd.Series(list(evaluations.values()), dtype=float).max(),  # NaN: untrained
+                         "probes": len(evaluations)})
     return {"capacity": pd.DataFrame(rows), "probes": pd.DataFrame(probes)}
-
-
-def _nan_max(values) -> float:
-    """The largest of the values that are not NaN (NaN if none is): the best fact-adaptive
-    accuracy over the probes that trained."""
-    trained = [value for value in values if not math.isnan(value)]
-    return max(trained) if trained else math.nan
 
 
 def fold(module: nn.Module, key_transform: Tensor, value_transform: Tensor, kind: str) -> nn.Module:
@@ -257,7 +251,7 @@ def _stores_all(trained: nn.Module, swapped: nn.Module, originals: tuple[FactSet
 
 
 def _hosted(setting: WhiteningSetting, method: str, host: str, found, size: int, cap: int, params: dict,
-            device) -> tuple[ProbeSpec, dict]:
+            device) -> tuple[ProbeSetup, dict]:
     """The probe of one host (HOSTS) and its row's host columns: 'standalone' at the standalone
     size; 'stores_all' up the ladder until both folded MLPs store every fact (else at the cap).
     Only one candidate pair is alive at a time."""
@@ -271,7 +265,7 @@ def _hosted(setting: WhiteningSetting, method: str, host: str, found, size: int,
         if stores or width == widths[-1]:
             break
         trained = swapped = None  # dropped before the next candidate is built
-    return (ProbeSpec(setting.task, trained, swapped, setting.originals, setting.parts + (host,)),
+    return (ProbeSetup(setting.task, trained, swapped, setting.originals, setting.parts + (host,)),
             {"host": host, "host_size": width, "host_params": n_params, "host_stored": stores})
 
 
@@ -294,7 +288,7 @@ def _whitening_settings(params: dict, inputs: dict[str, Path]):
 
 
 def _whitening_probes(params: dict, inputs: dict[str, Path], device):
-    """(row, ProbeSpec) of every (alpha, seed, method, host), built lazily (whitening's order)."""
+    """(row, ProbeSetup) of every (alpha, seed, method, host), built lazily (whitening's order)."""
     kind, target = params["kind"], params["standalone_target"]
     for replicate, alpha, task, originals, whitened, transforms in _whitening_settings(params, inputs):
         ustar = margin_optimal_targets(whitened[0].values)[0]
@@ -311,11 +305,11 @@ def _whitening_probes(params: dict, inputs: dict[str, Path], device):
             cap = max(size, host_cap(method, dim, params["mlp_search"]))
             n_params = found.n_params if found.n_params is not None else found.params_at_cap
             for host in params["hosts"]:
-                spec, hosted = _hosted(setting, method, host, found, size, cap, params, device)
+                setup, hosted = _hosted(setting, method, host, found, size, cap, params, device)
                 yield ({"experiment": "whitening", "method": method, "d": dim, "F": n_facts, "replicate": replicate,
                         "alpha": alpha, "kind": kind, "size": size, "n_params": n_params,
                         "stored": found.width is not None, "value_fold": params["value_fold"],
-                        "facts_per_parameter": n_facts / n_params if found.width is not None else 0.0} | hosted, spec)
+                        "facts_per_parameter": n_facts / n_params if found.width is not None else 0.0} | hosted, setup)
             del found
 
 
@@ -336,9 +330,9 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     """
     rows = []
     for chunk in batched(_whitening_probes(params, inputs, context.device), params["runs_per_batch"]):
-        described, specs = zip(*chunk)
-        rows += [row | record for row, record in zip(described, run_probes(list(specs), params, context.device))]
-        del chunk, described, specs
+        described, setups = zip(*chunk)
+        rows += [row | record for row, record in zip(described, run_probes(list(setups), params, context.device))]
+        del chunk, described, setups
     for row in rows:
         print(f"{row['kind']} alpha={row['alpha']:g} {row['method']} seed {row['replicate']} {row['host']}: standalone "
               f"size {row['size']} (stored: {row['stored']}), host size {row['host_size']} (stores all: "

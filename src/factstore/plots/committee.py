@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from factstore.committee.multi_output import FLOOR_MARGIN
+from factstore.committee.multi_output import FLOOR_MARGIN, fit_window
 from factstore.plots import style
 from factstore.statistics import power_law_fit
 
@@ -172,7 +172,7 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
                   label="floor: random hidden layer, fitted outputs")
         left.plot(per_o.outputs, (FLOOR_MARGIN * per_o.floor_above_chance).clip(lower=LOG_FLOOR), ":", color="0.5",
                   label=f"{FLOOR_MARGIN:g}x floor: the fit window's edge")
-        window = per_o[per_o.above_chance >= FLOOR_MARGIN * per_o.floor_above_chance]
+        window = fit_window(per_o)
     else:
         window = per_o
     if (window.above_chance > 0).all() and len(window) >= 2:
