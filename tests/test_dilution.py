@@ -4,6 +4,7 @@ on a handful of paragraphs (checkpoint and resume included), the claim checks, t
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -11,15 +12,20 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from torch import nn
 
 from conftest import REPOSITORY, SMOKE_DIR, assert_figures
 from factstore.claims import evaluate_claim, load_registry
 from factstore.dilution import archetypes as toy
 from factstore.dilution import fewrel, mlm, readings
-from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, max_dilution_interval, prune_by_magnitude, zero_fraction
+from factstore.dilution.pruning import (
+    kept_fraction_ratio, max_dilution, max_dilution_interval, prune_by_magnitude, search_plateau_end, zero_fraction,
+)
 from factstore.experiments import dilution as steps
 from factstore.io import load_tensors
+from factstore.training import steps_for_epochs
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +101,41 @@ def test_max_dilution_is_the_end_of_the_plateau():
     assert max_dilution(rates[::-1], [1.0, 1.0, 1.0, 1.0, 1.0][::-1], 1.0, 0.02) == 0.99
     assert kept_fraction_ratio([0.9, 0.95]) == pytest.approx(2.0)
     assert kept_fraction_ratio([0.5, 0.5]) == 1.0
+
+
+@given(grid=st.lists(st.sampled_from([0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]), min_size=1, max_size=10, unique=True),
+       drops=st.lists(st.floats(0, 0.2), min_size=11, max_size=11), tolerance=st.sampled_from([0.02, 0.05, 0.1]))
+def test_the_rate_search_finds_the_grid_sweeps_plateau_end_with_fewer_fine_tunes(grid, drops, tolerance):
+    """For an accuracy that falls monotonically with the rate, the bisection reads the same max
+    dilution as the whole grid, after 1 + ceil(log2(n + 1)) evaluations for n diluted rates."""
+    rates = [0.0, *sorted(grid)]
+    accuracy = dict(zip(rates, 0.9 - np.cumsum(drops[: len(rates)]) + drops[0]))  # rate 0 at 0.9, then falling
+    calls = []
+
+    def accuracy_at(rate):
+        calls.append(rate)
+        return accuracy[rate]
+
+    measured = search_plateau_end(rates, accuracy_at, tolerance)
+    assert len(calls) == len(set(calls)) == len(measured) <= 1 + np.ceil(np.log2(len(grid) + 1))
+    swept = max_dilution(rates, [accuracy[r] for r in rates], accuracy[0.0], tolerance)
+    assert max_dilution(list(measured), list(measured.values()), measured[0.0], tolerance) == swept
+
+
+def test_the_rate_search_assumes_one_fall():
+    """A dip that recovers (0.3 off the plateau, 0.5 on it) is not visited: the search reads 0.5
+    where the whole grid reads 0. The step records every measured rate, so the curve shows it."""
+    rates = [0.0, 0.3, 0.5, 0.7]
+    accuracy = {0.0: 1.0, 0.3: 0.5, 0.5: 1.0, 0.7: 0.5}
+    measured = search_plateau_end(rates, accuracy.__getitem__, 0.05)
+    assert sorted(measured) == [0.0, 0.5, 0.7]
+    assert max_dilution(list(measured), list(measured.values()), 1.0, 0.05) == 0.5
+    assert max_dilution(rates, [accuracy[r] for r in rates], 1.0, 0.05) == 0.0
+
+
+def test_an_epoch_budget_trains_every_size_alike():
+    assert [steps_for_epochs(n, 4, 32) for n in (400, 1600, 2520)] == [50, 200, 315]
+    assert steps_for_epochs(3, 0.5, 32) == 1  # at least one step
 
 
 # -- masked LM ----------------------------------------------------------------------------------
@@ -260,7 +301,7 @@ def test_fine_tuning_depends_on_its_generator_not_on_the_global_random_state():
     data = (ids, torch.tensor([[1, 3]] * 16), torch.arange(16) % 2)
 
     def fine_tuned_weights(global_seed: int) -> dict[str, torch.Tensor]:
-        encoder = fewrel.one_block_encoder(pretrained)
+        encoder = one_block(pretrained)
         torch.manual_seed(global_seed)
         before = torch.random.get_rng_state()
         fewrel.fine_tune_diluted(encoder, data, data, 0.5, 2, 6, 4, 1e-2, torch.Generator().manual_seed(7), torch.device("cpu"))
@@ -272,6 +313,20 @@ def test_fine_tuning_depends_on_its_generator_not_on_the_global_random_state():
 
 
 # -- the BERT pipeline on a handful of paragraphs -----------------------------------------------
+
+
+def one_block(pretrained_mlm) -> torch.nn.Module:
+    """A one-block encoder (BertModel) cut from a small random BertForMaskedLM: BERT-1's shape at test size."""
+    encoder = copy.deepcopy(pretrained_mlm.bert)
+    encoder.encoder.layer = encoder.encoder.layer[:1]
+    encoder.config.num_hidden_layers = 1
+    return encoder
+
+
+def test_bert1_is_minilm_cut_to_its_first_block():
+    encoder = fewrel.pretrained_one_block()
+    assert len(encoder.encoder.layer) == 1 and encoder.config.hidden_size == 384
+    assert encoder.embeddings.word_embeddings.num_embeddings == 30522  # MiniLM's WordPiece vocabulary, the markers' rows included
 
 
 class Context:
@@ -340,17 +395,12 @@ def test_bert_pipeline_pretrains_resumes_from_its_checkpoint_and_prunes(tmp_path
     assert (table.masked_tokens == sum(len(token_ids[i]) for i in split["eval"])).all()  # every eval token masked once
 
 
-def test_fewrel_step_reports_its_split_and_dilutes_the_block(tmp_path, fewrel_table, tokenizer):
-    wordpiece = tokenizer(fewrel_table.text.head(200).tolist(), add_special_tokens=False)["input_ids"]
-    vocabulary = mlm.Vocabulary.from_corpus(wordpiece, tokenizer)
-    model = mlm.small_bert(vocabulary.size, 16, 2, 2, 32, 48, seed=0)
-    path = tmp_path / "bert.pt"
-    path.write_bytes(mlm.state_bytes(mlm.model_payload(model, vocabulary=vocabulary)))
+def test_fewrel_step_reports_its_split_and_dilutes_the_block(tmp_path, fewrel_table):
     sentences = tmp_path / "fewrel.csv"
     fewrel_table.to_csv(sentences, index=False)
     params = {"sweeps": {"labels": [[2, 5], [3, 5]], "samples": [[2, 5], [2, 7]]}, "rates": [0, 0.8], "seeds": 1, "seed": 0,
-              "steps": 2, "batch_size": 4, "learning_rate": 1e-3, "max_length": 48}
-    tables = steps.fewrel_dilution(params, {"model": path, "sentences": sentences}, Context)
+              "epochs": 1, "batch_size": 4, "learning_rate": 1e-3, "max_length": 48, "tolerance": 0.05}
+    tables = steps.fewrel_dilution(params, {"sentences": sentences}, Context)
     table, samples = tables["labels"], tables["samples"]
     assert len(table) == 4 and set(table.source) == {"fewrel_val_wiki"} and set(table.sweep) == {"labels"}
     # the shared setting (2 x 5) is fine-tuned once and lands in both sweeps' tables, the same rows
@@ -359,14 +409,14 @@ def test_fewrel_step_reports_its_split_and_dilutes_the_block(tmp_path, fewrel_ta
     assert samples.per_label.tolist() == [5, 5, 7, 7] and set(samples.sweep) == {"samples"}
     assert np.allclose(table.zero_fraction, table.rate, atol=0.01)
     assert (table.test_size == table.n_labels * 70).all()
-    assert table.unknown_token_fraction.between(0, 0.5).all()
+    assert (table.steps == np.ceil(table.train_size / 4)).all()  # one epoch at every training-set size
 
 
 def test_restricted_embeddings_give_the_same_encoder_outputs():
     model = mlm.small_bert(60, 16, 2, 2, 32, 12, seed=0).eval()
     ids = torch.randint(5, 60, (3, 12))
     ids[0, 8:] = 0  # padding
-    encoder = fewrel.one_block_encoder(model).eval()
+    encoder = one_block(model).eval()
     before = encoder(input_ids=ids, attention_mask=(ids != 0).long()).last_hidden_state
     cut, (renumbered,) = fewrel.restrict_vocabulary(encoder, ids)
     assert cut.embeddings.word_embeddings.num_embeddings == len(torch.unique(ids))

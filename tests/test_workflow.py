@@ -178,15 +178,16 @@ def test_changing_a_parameter_reruns_only_what_reads_it(smoke_run, tmp_path):
 
 def test_a_solver_setting_reruns_only_the_runs_of_that_solver(smoke_run, tmp_path):
     """Each committee run carries only its own solver's settings: least action's restarts rerun
-    the tree runs solved by least action (the depth runs take depth.least_action_restarts), not
-    back-propagation's or the LP's."""
+    the tree runs solved by least action and least action on the exact reference's instances (the
+    depth runs take depth.least_action_restarts), not back-propagation's, the LP's or the MILP's."""
     changed = yaml.safe_load((smoke_run / SMOKE).read_text())
     changed["committee"]["least_action"]["restarts"] += 1
     path = tmp_path / "changed.yaml"
     path.write_text(yaml.safe_dump(changed))
     done = snakemake("-n", "all", "--configfile", str(path), cwd=smoke_run)
     least_action_trees = sum("least_action" in solvers for solvers in changed["committee"]["tree"]["solvers"].values())
-    assert planned_rules(done.stdout).get("committee_embedding") == least_action_trees
+    assert planned_rules(done.stdout).get("committee_embedding") == least_action_trees + len(changed["committee"]["reference"]["n"])
+    assert not any(run.endswith(("_milp", "_backprop", "_lp")) for run in _planned_committee_runs(done.stdout))
 
 
 def _planned_committee_runs(output: str) -> set[str]:

@@ -33,17 +33,27 @@ first-order change of every unit carries the random sign of its a_i and averages
 the units whose pre-activation crosses zero during training (a fraction ~ n^{-1/2}) add a slower
 term; that this gives about n^{-3/4} is our heuristic reading, not a derived result.
 
-All functions take and return tensors (float64 recommended); none reads configuration.
+Predicted learning curve (S2.kernel-scaling-law): on the sphere of radius sqrt(d) the analytic NTK
+is a dot-product kernel of the cosine t, Theta = ntk_on_sphere(t), and the teacher is a sum of ridge
+functions of the cosines <u_i, x / |x|>, so both decompose exactly by spherical-harmonic degree
+(`factstore.spherical_spectrum`); `predicted_teacher_error` feeds that spectrum and the teacher's
+weights to the spectral theory of kernel regression (`factstore.learning_curve_theory`).
+
+All functions take and return tensors (float64 recommended), the spectral ones numpy arrays; none
+reads configuration.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, jacrev, vmap
 
+from factstore import learning_curve_theory, spherical_spectrum
 from factstore.training import check_finite
 
 Params = dict[str, torch.Tensor]
@@ -275,3 +285,62 @@ def random_teacher(dim: int, hidden: int, generator: torch.Generator | None = No
     """Weights of a random two-layer ReLU teacher (see `teacher_outputs`): W rows on the unit
     sphere times sqrt(d), so each unit sees a pre-activation of unit variance, a ~ N(0, 1)."""
     return {"W": sphere_inputs(hidden, dim, generator, dtype), "a": torch.randn(hidden, generator=generator, dtype=dtype)}
+
+
+# --------------------------------------------------------------------------------------------
+# Predicted learning curve of kernel regression on the teacher task
+# --------------------------------------------------------------------------------------------
+def ntk_on_sphere(cosine: np.ndarray) -> np.ndarray:
+    """`analytic_ntk` between two inputs on the sphere of radius sqrt(d) (q11 = q22 = 1) as a function
+    of their cosine t = cos(angle): (sin a + (pi - a) t) / (2 pi) + t (pi - a) / (2 pi), a = arccos t.
+    cosine: (...) -> (...); ntk_on_sphere(1) = 1, the kernel's diagonal."""
+    t = np.clip(np.asarray(cosine, dtype=np.float64), -1.0, 1.0)
+    angle = np.arccos(t)
+    return (np.sin(angle) + 2 * (math.pi - angle) * t) / (2 * math.pi)
+
+
+def _teacher_unit(dim: int) -> Callable[[np.ndarray], np.ndarray]:
+    """One teacher unit as a function of the cosine t between its direction and the input (inputs and
+    rows of W both on the sphere of radius sqrt(d)): relu(sqrt(d) t) - 1 / sqrt(2 pi)."""
+    return lambda t: np.maximum(math.sqrt(dim) * t, 0.0) - 1.0 / math.sqrt(2 * math.pi)
+
+
+def teacher_spectrum(teacher: Params, max_degree: int) -> dict[str, np.ndarray | float]:
+    """The analytic NTK's spectrum under the uniform sphere in d = teacher["W"].shape[1] dimensions and
+    the teacher's weights in it, degree by degree (Funk-Hecke; `factstore.spherical_spectrum`).
+
+    Kernel degrees 0..max_degree are resolved (eigenvalues below 1e-14 of the largest, the quadrature's
+    rounding level, e.g. the exactly vanishing odd degrees >= 3 of the ReLU NTK, are set to 0); the
+    kernel's remaining trace ntk_on_sphere(1) - sum_l N_l lambda_l is returned as `unresolved_trace`.
+    The teacher's weights are resolved to degree 2 max_degree (its degrees above max_degree stand
+    with eigenvalue 0). Returns {"eigenvalues", "multiplicity", "target_power": (2 max_degree + 1,),
+    "unresolved_trace": float, "target_norm": E_x y(x)^2, summed over the resolved degrees}.
+    """
+    weights = teacher["W"].detach().cpu().double().numpy()
+    dim = weights.shape[1]
+    nodes = 4 * max_degree + 64  # Gauss-Legendre in the angle: exact for the degree-2 max_degree polynomials
+    eigenvalues = spherical_spectrum.legendre_coefficients(ntk_on_sphere, dim, max_degree, nodes)
+    eigenvalues = np.where(eigenvalues > 1e-14 * eigenvalues.max(), eigenvalues, 0.0)
+    multiplicity = spherical_spectrum.harmonic_multiplicity(dim, np.arange(max_degree + 1))
+    unresolved = float(ntk_on_sphere(np.array(1.0)) - np.sum(multiplicity * eigenvalues))
+    coefficients = spherical_spectrum.legendre_coefficients(_teacher_unit(dim), dim, 2 * max_degree, 2 * nodes)
+    directions = weights / np.linalg.norm(weights, axis=1, keepdims=True)
+    output = teacher["a"].detach().cpu().double().numpy() / math.sqrt(weights.shape[0])
+    power = spherical_spectrum.ridge_target_power(coefficients, dim, directions, output)
+    padding = np.zeros(max_degree)
+    return {"eigenvalues": np.concatenate([eigenvalues, padding]),
+            "multiplicity": np.concatenate([multiplicity, padding]),
+            "target_power": power, "unresolved_trace": max(unresolved, 0.0), "target_norm": float(power.sum())}
+
+
+def predicted_teacher_error(teacher: Params, sample_sizes, ridge: float, max_degree: int) -> np.ndarray:
+    """Predicted relative test error E_g(P) / E y^2 of `kernel_regression` with the analytic NTK on P
+    inputs uniform on the sphere of radius sqrt(d), target the teacher (`teacher_outputs`), ridge in
+    the kernel's units (the study's ridge: a multiple of the mean diagonal, here ntk_on_sphere(1) = 1).
+    The theory of `factstore.learning_curve_theory` on `teacher_spectrum(teacher, max_degree)`.
+    sample_sizes: (S,) -> (S,)"""
+    spectrum = teacher_spectrum(teacher, max_degree)
+    error = learning_curve_theory.generalisation_error(
+        spectrum["eigenvalues"], spectrum["target_power"], sample_sizes, ridge=ridge,
+        multiplicity=spectrum["multiplicity"], unresolved_trace=spectrum["unresolved_trace"])
+    return error / spectrum["target_norm"]

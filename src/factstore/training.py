@@ -1,4 +1,5 @@
-"""The divergence guard every training loop shares, and the warm-up AdamW of the Transformer loops.
+"""The divergence guard every training loop shares, the warm-up AdamW of the Transformer loops, and
+the step count of a budget given in epochs.
 
 A training run whose loss or weights turn NaN or infinite (too large a learning rate, an overflow
 in float32) must stop at once with an error that names the setting and the step, not carry on
@@ -35,6 +36,12 @@ class DivergenceError(TrainingDiverged):
         self.where, self.step, self.what = where, step, what
         super().__init__(f"{where}: training diverged at step {step}: {what} is not finite "
                          "(try a smaller learning rate, or float64)")
+
+
+def steps_for_epochs(train_size: int, epochs: float, batch_size: int) -> int:
+    """Minibatch steps that pass `epochs` times over `train_size` examples (at least one step):
+    every training-set size is trained for the same number of epochs."""
+    return max(1, math.ceil(epochs * train_size / batch_size))
 
 
 def check_finite(

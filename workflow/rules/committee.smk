@@ -21,8 +21,9 @@ COMMITTEE_RUNS = {
     for solver in COMMITTEE_TREE["solvers"][key]
 }
 # Depth: the 9 -> 3 -> output tree and the one-layer K = 3 tree, least action, on the same N and loads;
-# every depth run takes depth.least_action_restarts.
-COMMITTEE_DEPTH_LEAST_ACTION = COMMITTEE["least_action"] | {"restarts": COMMITTEE_DEPTH["least_action_restarts"]}
+# every depth run takes depth.least_action_restarts, and the trees the search when depth.least_action_search.
+COMMITTEE_DEPTH_LEAST_ACTION = {key: value for key, value in COMMITTEE["least_action"].items()
+                                if key != "search" or COMMITTEE_DEPTH["least_action_search"]} | {"restarts": COMMITTEE_DEPTH["least_action_restarts"]}
 COMMITTEE_RUNS["depth_tree"] = COMMITTEE_SHARED | {
     "architecture": {"kind": "tree", "hidden": COMMITTEE_DEPTH["tree"]["hidden"], "groups": COMMITTEE_DEPTH["tree"]["groups"]},
     "solver": "least_action", "n": COMMITTEE_DEPTH["tree"]["n"], "alphas": COMMITTEE_DEPTH["tree"]["alphas"],
@@ -42,6 +43,16 @@ COMMITTEE_RUNS |= {
     for layers in COMMITTEE_DEPTH["fc"]["layers"]
     for solver in COMMITTEE_DEPTH["fc_solvers"]
 }
+# The exact reference at small N: reference_k<K>_milp, and least action (restarts, search) on its instances.
+COMMITTEE_REFERENCE = COMMITTEE["reference"]
+for key in ("k3", "k5"):
+    COMMITTEE_RUNS[f"reference_{key}_milp"] = COMMITTEE_SHARED | {
+        "architecture": {"kind": "tree", "hidden": int(key[1:])}, "solver": "milp", "n": [COMMITTEE_REFERENCE["n"][key]],
+        "alphas": COMMITTEE_REFERENCE["alphas"][key], "instances": COMMITTEE_REFERENCE["instances"],
+        "milp": {"node_limit": COMMITTEE_REFERENCE["node_limit"], "time_limit": COMMITTEE_REFERENCE["time_limit"]},
+    }
+    COMMITTEE_RUNS[f"reference_{key}_least_action"] = COMMITTEE_RUNS[f"reference_{key}_milp"] | {
+        "solver": "least_action", "instance_key": f"reference_{key}_milp"}
 # K = 3 back-propagation with other epoch budgets on the instances of tree_k3_backprop at one N.
 COMMITTEE_SWEEP = COMMITTEE_TREE["epoch_sweep"]
 COMMITTEE_RUNS |= {
@@ -53,9 +64,10 @@ COMMITTEE_RUNS |= {
 }
 # Each run keeps only its own solver's settings: editing back-propagation's reruns only its runs,
 # and least action's only its runs (the function search is least action: it reads those settings).
-COMMITTEE_SETTINGS_OF = {"backprop": "backprop", "least_action": "least_action", "function_search": "least_action", "lp": None}
+COMMITTEE_SETTINGS_OF = {"backprop": "backprop", "least_action": "least_action", "function_search": "least_action", "lp": None,
+                         "milp": "milp"}
 COMMITTEE_RUNS = {
-    name: {key: value for key, value in spec.items() if key not in ("backprop", "least_action") or key == COMMITTEE_SETTINGS_OF[spec["solver"]]} | {"run": name}
+    name: {key: value for key, value in spec.items() if key not in ("backprop", "least_action", "milp") or key == COMMITTEE_SETTINGS_OF[spec["solver"]]} | {"run": name}
     for name, spec in COMMITTEE_RUNS.items()
 }
 
@@ -64,7 +76,7 @@ COMMITTEE_RUNS = {
 # only its runs, least action's only the least-action and function-search runs, a metric only
 # the summary.
 COMMITTEE_STEP_MODULE = {"backprop": "committee_backprop", "least_action": "committee_least_action",
-                         "function_search": "committee_least_action", "lp": "committee_lp"}
+                         "function_search": "committee_least_action", "lp": "committee_lp", "milp": "committee_milp"}
 
 
 rule committee:
@@ -115,6 +127,7 @@ COMMITTEE_EMBEDDINGS = {f"embedding_{run}": rules.committee_embedding.output.tab
 COMMITTEE_SUMMARY_PARAMS = {
     "solvers": COMMITTEE_TREE["solvers"],
     "depth": {"tree_run": "depth_tree", "reference_run": "depth_reference"},
+    "reference": {key: {"milp": f"reference_{key}_milp", "least_action": f"reference_{key}_least_action"} for key in ("k3", "k5")},
     "fc_runs": [f"fc_l{layers}_{solver}" for layers in COMMITTEE_DEPTH["fc"]["layers"] for solver in COMMITTEE_DEPTH["fc_solvers"]],
     "epoch_sweep": {
         "n": COMMITTEE_SWEEP["n"],
@@ -155,6 +168,7 @@ COMMITTEE_FIGURE_INPUTS = {
         "extrapolation": rules.committee_summary.output.extrapolation,
     },
     "depth": {"capacity": rules.committee_summary.output.capacity, "fractions": rules.committee_summary.output.fractions},
+    "solver_reach": {"capacity": rules.committee_summary.output.capacity, "fractions": rules.committee_summary.output.fractions},
     "multi_output": {"outputs": rules.committee_summary.output.outputs, "table": rules.committee_multi_output.output.table},
 }
 COMMITTEE_FIGURE_PARAMS = COMMITTEE_SUMMARY_PARAMS

@@ -17,7 +17,7 @@ rule data:
 
 
 rule fetch_file:
-    priority: 10  # among its files, FewRel's pid2name feeds prepare_fewrel, a link of the longest chain (see fetch_wikipedia); every fetch takes ~1 s
+    priority: 10  # among its files, FewRel's pid2name feeds prepare_fewrel, which feeds the run's longest job (dilution_fewrel); every fetch takes ~1 s
     output:
         file="data/raw/{source}.{ext}",
         report="data/raw/{source}.{ext}.source.json",
@@ -37,7 +37,7 @@ rule fetch_file:
 
 
 rule fetch_fewrel:
-    priority: 10  # FewRel's data joins the longest chain at dilution_fewrel (see fetch_wikipedia), so it starts early
+    priority: 10  # FewRel's data feeds the run's longest job (dilution_fewrel), so it starts early
     output:
         relations="data/raw/fewrel_relations.json",
         report="data/raw/fewrel_relations.json.source.json",
@@ -54,7 +54,7 @@ rule fetch_fewrel:
 
 
 rule fetch_wikipedia:
-    priority: 10  # the head of the run's longest chain (-> prepare_wikipedia -> dilution_pretrain -> dilution_fewrel):
+    priority: 10  # the head of a long chain (-> prepare_wikipedia -> dilution_pretrain -> dilution_prune_bert):
     # Snakemake does not pass a rule's priority on to the jobs it waits for, so each link carries it
     output:
         file="data/raw/wikipedia_summaries.json",
@@ -90,7 +90,7 @@ rule prepare_goodreads:
 
 
 rule prepare_wikipedia:
-    priority: 10  # the longest chain's second link (see fetch_wikipedia)
+    priority: 10  # the chain's second link (see fetch_wikipedia)
     input:
         summaries="data/raw/wikipedia_summaries.json",
         code=step_code("prepare"),
@@ -107,7 +107,7 @@ rule prepare_wikipedia:
 
 
 rule prepare_fewrel:
-    priority: 10  # the longest chain's FewRel link (see fetch_fewrel)
+    priority: 10  # feeds the run's longest job (see fetch_fewrel)
     input:
         relations="data/raw/fewrel_relations.json",
         report="data/raw/fewrel_relations.json.source.json",

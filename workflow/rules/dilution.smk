@@ -1,5 +1,5 @@
 # Capacity per label (S3, second half): max dilution of the archetype toy model, of a small
-# BERT pretrained by masked LM on two Wikipedia subsets, and of BERT-1 fine-tuned on FewRel.
+# BERT pretrained by masked LM on two Wikipedia subsets, and of BERT-1 (MiniLM's first block) fine-tuned on FewRel.
 #
 # Follows workflow/rules/assoc.smk: computation rules running steps of
 # factstore.experiments.dilution, a summary rule writing the metrics the claims read, and ONE
@@ -54,7 +54,7 @@ rule dilution_pretrain:
         subset="results/dilution/subset_{subset}.json",
     wildcard_constraints:
         subset="few|many",
-    # pretraining (~230-430 CPU-s) -> FewRel (~350-500) ends the run's longest chain, which starts at
+    # pretraining (~230-430 CPU-s) -> pruning (~120) is a long chain, which starts at
     # fetch_wikipedia (every link has priority 10): without the priority a default run begins the
     # pretraining near its end, a core idle meanwhile; with it the pretraining starts as soon as
     # prepare_wikipedia has run
@@ -80,6 +80,7 @@ rule dilution_pretrain:
 
 
 rule dilution_prune_bert:
+    priority: 10  # the end of the pretraining chain (see dilution_pretrain)
     output:
         table="results/dilution/bert_pruning_{subset}.csv",
     wildcard_constraints:
@@ -109,18 +110,17 @@ rule dilution_prune_bert:
 
 rule dilution_fewrel:
     """Both FewRel sweeps in one job, so that the setting they share is fine-tuned once."""
-    priority: 10  # the end of the longest chain (dilution_pretrain)
+    priority: 10  # the run's longest job: started first
     output:
         **{sweep: f"results/dilution/fewrel_{sweep}.csv" for sweep in DILUTION_FEWREL_SETTINGS},
     input:
-        model=rules.dilution_pretrain.output.model.format(subset=DILUTION_FEWREL["pretrained_subset"]),
         sentences=DATA_TABLES["fewrel_sentences"],
         code=step_code("dilution"),
     params:
         step="dilution.fewrel_dilution",
         json=as_json(
-            {k: DILUTION_FEWREL[k] for k in ("rates", "seeds", "steps", "batch_size", "learning_rate", "max_length")},
-            sweeps=DILUTION_FEWREL_SETTINGS, seed=DILUTION["seed"],
+            {k: DILUTION_FEWREL[k] for k in ("rates", "seeds", "epochs", "batch_size", "learning_rate", "max_length")},
+            sweeps=DILUTION_FEWREL_SETTINGS, seed=DILUTION["seed"], tolerance=DILUTION["fewrel_tolerance"],
         ),
         io=runner_io,
     threads: config["threads"]

@@ -10,6 +10,9 @@ Modules, one concept each:
 - `least_action`: online least-action learning for tree committee machines (the cheapest flips
   through the majority tree, a fixed absolute perceptron step; K = 1: the perceptron rule).
 - `polish`: one least-slack LP per hidden unit for the least-action internal representation.
+- `representation_search`: the trajectory search: least action continued after its attempts, its
+  internal representation polished by the LPs every few epochs.
+- `milp`: the exact embedding test at small N, a MILP over the internal representations (HiGHS).
 - `separability`: the exact test for K = 1 (an LP) and Cover's counting formula.
 - `capacity`: the alpha where the fraction of instances embedded perfectly crosses 1/2 (a
   certified lower bound at that N), its bootstrap standard error, and the 1/N line.

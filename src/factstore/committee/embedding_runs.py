@@ -1,7 +1,7 @@
 """Runs of the embedding experiment of the committee-machine study (S3, first half: capacity
 per weight): one architecture and solver over several N and loads, all instances of one N in one
 batch, as a table. The solver is passed in, so that each solver family's step module
-(experiments/committee_backprop.py, committee_least_action.py, committee_lp.py) imports its own
+(experiments/committee_backprop.py, committee_least_action.py, committee_lp.py, committee_milp.py) imports its own
 solver only: a rule's code inputs are the files its step module imports
 (factstore.code_dependencies), so editing back-propagation reruns only its runs.
 """
@@ -17,12 +17,13 @@ from tqdm import tqdm
 from factstore.committee import architectures, patterns
 from factstore.device import derived_generator
 
-SOLVERS = ("backprop", "least_action", "function_search", "lp")
+SOLVERS = ("backprop", "least_action", "function_search", "lp", "milp")
 
 Solve = Callable[..., dict]
 """solve(architecture, weights, x, y, mask, params, generator) -> {embedded (B,) bool, epochs (B,),
 embedded_online (B,) bool, lp_solves (an int), and optionally embedded_in_attempt (B,),
-upper_function (B names)} of one batch. embedded_online: what the iterative solver reached on its
+embedded_by_search (B,) bool, upper_function (B names), outcome (B names: the MILP's embedded,
+not embeddable or undecided)} of one batch. embedded_online: what the iterative solver reached on its
 own (for least action, before the LP polish); lp_solves: the LPs solved (0 for back-propagation)."""
 
 
@@ -63,6 +64,8 @@ def embedding_table(params: dict, context, solve: Solve) -> dict[str, object]:
         embedded, epochs, online = solved["embedded"], solved["epochs"], solved["embedded_online"]
         attempts = solved.get("embedded_in_attempt", torch.where(embedded, 0, -1))
         upper_function = solved.get("upper_function", [""] * len(batch_counts))
+        by_search = solved.get("embedded_by_search", torch.zeros(len(batch_counts), dtype=torch.bool))
+        outcome = solved.get("outcome", [""] * len(batch_counts))
         for b, count in enumerate(batch_counts):
             alpha = params["alphas"][b // params["instances"]]
             rows.append({
@@ -71,6 +74,7 @@ def embedding_table(params: dict, context, solve: Solve) -> dict[str, object]:
                 "weights": architecture.weight_count, "solver": params["solver"], "alpha": alpha,
                 "patterns": count, "instance": b % params["instances"], "embedded": bool(embedded[b]),
                 "embedded_online": bool(online[b]), "epochs": int(epochs[b]),
-                "embedded_in_attempt": int(attempts[b]), "upper_function": upper_function[b],
+                "embedded_in_attempt": int(attempts[b]), "embedded_by_search": bool(by_search[b]),
+                "upper_function": upper_function[b], "outcome": outcome[b],
             })
     return {"table": pd.DataFrame(rows)}

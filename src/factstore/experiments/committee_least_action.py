@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from factstore.committee import architectures, fc_least_action, least_action, polish, upper_functions
+from factstore.committee import architectures, fc_least_action, least_action, polish, representation_search, upper_functions
 from factstore.committee.embedding_runs import check_solver, embedding_table
 
 
@@ -43,6 +43,8 @@ def _least_action_once(architecture, weights, x, y, mask, settings: dict, genera
     else:
         result, final = least_action.train_least_action(architecture, weights, x, y, mask, **training)
         embedded, solves = polish.polish(architecture, final, x, y, mask, result.embedded, settings["polish_rounds"])
+        return {"embedded": embedded.cpu(), "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(),
+                "lp_solves": solves, "weights": final}
     return {"embedded": embedded.cpu(), "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(), "lp_solves": solves}
 
 
@@ -51,7 +53,7 @@ def _in_turn(architecture, weights, x, y, mask, generator, attempts) -> tuple[di
     from `generator`), on the instances still unembedded. Each attempt maps (weights, x, y, mask) of
     its instances to the dict of `_solve`. Returns the merged dict (an instance is embedded when any
     attempt embeds it; epochs and LP solves add up; per-instance extras such as embedded_in_attempt
-    come from the attempt that ran last on it) and (B,) the attempt that embedded each instance (-1: none)."""
+    and a tree's final online weights come from the attempt that ran last on it) and (B,) the attempt that embedded each instance (-1: none)."""
     solved = attempts[0](weights, x, y, mask)
     embedded_by = torch.where(solved["embedded"], 0, -1)
     for number, attempt in enumerate(attempts[1:], start=1):
@@ -67,6 +69,8 @@ def _in_turn(architecture, weights, x, y, mask, generator, attempts) -> tuple[di
         solved["lp_solves"] += again["lp_solves"]
         if "embedded_in_attempt" in again:
             solved["embedded_in_attempt"][left] = again["embedded_in_attempt"]
+        if "weights" in again:
+            solved["weights"][index] = again["weights"]
         embedded_by[left[again["embedded"]]] = number
     return solved, embedded_by
 
@@ -82,7 +86,26 @@ def _least_action_with_restarts(architecture, weights, x, y, mask, settings: dic
         return _least_action_once(architecture, w, x_, y_, m_, settings, generator, function)
 
     solved, attempt = _in_turn(architecture, weights, x, y, mask, generator, [once] * (settings["restarts"] + 1))
-    return solved | {"embedded_in_attempt": attempt}
+    solved["embedded_in_attempt"] = attempt
+    if "weights" in solved and settings.get("search"):
+        solved = _trajectory_search(architecture, x, y, mask, solved, settings, generator)
+    solved.pop("weights", None)
+    return solved
+
+
+def _trajectory_search(architecture, x, y, mask, solved: dict, settings: dict, generator) -> dict:
+    """The trajectory search (`committee.representation_search`) on the tree instances least action
+    and its restarts left unembedded, from the online weights of the last attempt on each. Adds
+    embedded_by_search (B,) bool: embedded by the search and by no attempt before it (the attempts'
+    own column, embedded_in_attempt, keeps least action's reading alone)."""
+    search = settings["search"]
+    before = solved["embedded"].clone()
+    after, epochs, solves, _ = representation_search.search(
+        architecture, solved["weights"], x, y, mask, before, epochs=search["epochs"],
+        polish_every=search["polish_every"], polish_rounds=search["polish_rounds"],
+        learning_rate=settings["learning_rate"], choice_noise=settings["choice_noise"], generator=generator)
+    return solved | {"embedded": after, "epochs": solved["epochs"] + epochs, "lp_solves": solved["lp_solves"] + solves,
+                     "embedded_by_search": after & ~before}
 
 
 def _function_search(architecture, weights, x, y, mask, settings: dict, generator) -> dict[str, object]:

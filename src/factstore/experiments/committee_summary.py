@@ -18,16 +18,38 @@ from factstore.metrics import MetricsTable
 from factstore.statistics import first_crossing_below, power_law_fit
 
 
+SEARCHED_RUN = r"^(tree|reference)_k\d+_least_action$"
+"""The least-action runs whose trajectory search is read as a solver of its own."""
+
+
+def split_search(runs: pd.DataFrame) -> pd.DataFrame:
+    """The embedding rows with each searched least-action run (`SEARCHED_RUN`) read twice: as solver
+    least_action (least action and its restarts alone: embedded and not by the search) and as solver
+    trajectory_search, run <...>_trajectory_search (least action, its restarts, then the search)."""
+    by_search = runs.get("embedded_by_search", pd.Series(False, index=runs.index)).fillna(False).astype(bool)
+    searched = runs.run.str.match(SEARCHED_RUN) & (runs.solver == "least_action")
+    alone = runs[searched].assign(embedded=runs.embedded[searched] & ~by_search[searched])
+    search = runs[searched].assign(solver="trajectory_search",
+                                   run=runs.run[searched].str.replace("_least_action", "_trajectory_search", regex=False))
+    return pd.concat([runs[~searched], alone, search], ignore_index=True)
+
+
 def embedded_fractions(runs: pd.DataFrame) -> pd.DataFrame:
     """Fraction of instances embedded per (run, solver, N, alpha), by the first attempt alone (least
-    action's restarts excluded; the same for the other solvers), and for the function search the
-    fraction the committee (majority upper function) alone embedded (NaN for the other solvers)."""
+    action's restarts excluded; the same for the other solvers), for the function search the
+    fraction the committee (majority upper function) alone embedded (NaN for the other solvers), and
+    for the MILP the fractions proven not embeddable and left undecided (NaN for the other solvers)."""
     keys = ["run", "architecture", "kind", "hidden", "hidden_layers", "solver", "n", "weights", "alpha"]
     by_committee = (runs.upper_function == "majority").where(runs.solver == "function_search")
-    return (runs.assign(first_attempt=runs.embedded_in_attempt == 0, by_committee=by_committee.astype(float))
+    outcome = runs.get("outcome", pd.Series("", index=runs.index)).fillna("")
+    exact = runs.solver == "milp"
+    return (runs.assign(first_attempt=runs.embedded_in_attempt == 0, by_committee=by_committee.astype(float),
+                        unembeddable=(outcome == "not embeddable").where(exact).astype(float),
+                        undecided=(outcome == "undecided").where(exact).astype(float))
             .groupby(keys, as_index=False)
             .agg(fraction=("embedded", "mean"), first_attempt_fraction=("first_attempt", "mean"),
-                 committee_alone_fraction=("by_committee", "mean"), instances=("embedded", "size")))
+                 committee_alone_fraction=("by_committee", "mean"), unembeddable_fraction=("unembeddable", "mean"),
+                 undecided_fraction=("undecided", "mean"), instances=("embedded", "size")))
 
 
 def capacities(runs: pd.DataFrame) -> pd.DataFrame:
@@ -94,7 +116,7 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     (two-layer tree vs one-layer K = 3 tree, same solver, both at their largest N), fc_runs (the fully connected runs, fc_l<layers>_<solver>; per depth the best solver's CpW is read), epoch_sweep {n, runs: [[run, epochs], ...]} (K = 3
     back-propagation on identical instances with different epoch budgets).
     """
-    runs = concat_tables(inputs, "embedding_")
+    runs = split_search(concat_tables(inputs, "embedding_"))
     fractions = embedded_fractions(runs)
     capacity_table = capacities(runs)
     lines = extrapolations(capacity_table)
@@ -144,19 +166,23 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         metrics.add("cpw_k1_cover_largest_n", cover_capacity(int(exact.n)), f"Cover's formula at N = {int(exact.n)} (general position)")
 
     # K = 3 and K = 5: each solver at its largest N and its 1/N line; the best solver at the study's
-    # largest N is the certified lower bound the claim reads.
+    # largest N is the certified lower bound the claim reads (least action's runs read twice: alone,
+    # and with the trajectory search after it, `split_search`).
     # The literal names: (largest N, 1/N intercept) per solver, and the best solver's.
     names = {
         3: {"backprop": ("cpw_k3_backprop_largest_n", "cpw_k3_backprop_extrapolated"),
             "least_action": ("cpw_k3_least_action_largest_n", "cpw_k3_least_action_extrapolated"),
+            "trajectory_search": ("cpw_k3_trajectory_search_largest_n", "cpw_k3_trajectory_search_extrapolated"),
             "best": ("cpw_k3_best_largest_n", "cpw_k3_best_extrapolated")},
         5: {"backprop": ("cpw_k5_backprop_largest_n", "cpw_k5_backprop_extrapolated"),
             "least_action": ("cpw_k5_least_action_largest_n", "cpw_k5_least_action_extrapolated"),
+            "trajectory_search": ("cpw_k5_trajectory_search_largest_n", "cpw_k5_trajectory_search_extrapolated"),
             "best": ("cpw_k5_best_largest_n", "cpw_k5_best_extrapolated")},
     }
     for k, names_of_k in names.items():
-        runs_of_k = [f"tree_k{k}_{solver}" for solver in params["solvers"][f"k{k}"]]
-        for solver in params["solvers"][f"k{k}"]:
+        solvers_of_k = params["solvers"][f"k{k}"] + (["trajectory_search"] if "least_action" in params["solvers"][f"k{k}"] else [])
+        runs_of_k = [f"tree_k{k}_{solver}" for solver in solvers_of_k]
+        for solver in solvers_of_k:
             largest_name, extrapolated_name = names_of_k[solver]
             add(largest_name, at_largest_n(f"tree_k{k}_{solver}"))
             add(extrapolated_name, extrapolated(f"tree_k{k}_{solver}"))
@@ -187,6 +213,11 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
             metrics.add(f"cpw_k{k}_least_action_first_attempt_largest_n", last.cpw,
                         f"least action's first attempt alone (no restarts), N = {last.n}: what the restarts add is "
                         f"cpw_k{k}_least_action_largest_n minus this", standard_error=last.cpw_standard_error)
+
+    # The exact reference at small N: the MILP's bounds beside least action's and the search's CpW, same instances.
+    for key, reference_runs in params.get("reference", {}).items():
+        for metric in reference_metrics(runs, capacity_table, reference_runs, key):
+            metrics.add(*metric[:3], standard_error=metric[3])
 
     # The solver's share: CpW of the same K = 3 instances at one N after more and more epochs.
     sweep = params["epoch_sweep"]
@@ -261,6 +292,52 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         "fractions": fractions, "capacity": capacity_table, "extrapolation": lines,
         "outputs": per_o, "metrics": metrics.frame(),
     }
+
+
+def reference_metrics(runs: pd.DataFrame, capacity_table: pd.DataFrame, reference_runs: dict, key: str
+                      ) -> list[tuple[str, float, str, float]]:
+    """The metrics of one K's exact reference (key "k3" or "k5"; reference_runs {milp, least_action}
+    run names): the MILP's CpW read on the instances it embedded (a lower bound) and on those it did
+    not prove unembeddable (an upper bound; the two agree when none is undecided), its undecided
+    count, and least action's (restarts included) and the trajectory search's CpW on the same
+    instances with their shortfall from the MILP's lower bound."""
+    milp_run, la_run = reference_runs["milp"], reference_runs["least_action"]
+    search_run = la_run.replace("_least_action", "_trajectory_search")
+    exact = runs[runs.run == milp_run]
+    if exact.empty:
+        return []
+    upper = capacities(exact.assign(embedded=exact.outcome != "not embeddable")).iloc[0]
+
+    def cpw_of(run: str) -> tuple[float, float]:
+        found = capacity_table[capacity_table.run == run]
+        return (float(found.cpw.iloc[0]), float(found.cpw_standard_error.iloc[0])) if len(found) else (math.nan, math.nan)
+
+    lower, lower_se = cpw_of(milp_run)
+    la, la_se = cpw_of(la_run)
+    search, search_se = cpw_of(search_run)
+    n, instances = int(exact.n.iloc[0]), int(exact.instance.nunique())
+    undecided = int((exact.outcome == "undecided").sum())
+    where = f"K = {key[1:]}, N = {n}, {instances} instances per load, alpha = {', '.join(f'{a:g}' for a in sorted(exact.alpha.unique()))}"
+    names = {"k3": ("reference_k3_milp_cpw", "reference_k3_milp_cpw_upper", "reference_k3_milp_undecided",
+                    "reference_k3_least_action_cpw", "reference_k3_trajectory_search_cpw", "reference_k3_least_action_shortfall",
+                    "reference_k3_trajectory_search_shortfall"),
+             "k5": ("reference_k5_milp_cpw", "reference_k5_milp_cpw_upper", "reference_k5_milp_undecided",
+                    "reference_k5_least_action_cpw", "reference_k5_trajectory_search_cpw", "reference_k5_least_action_shortfall",
+                    "reference_k5_trajectory_search_shortfall")}[key]
+    return [
+        (names[0], lower, f"exact MILP, {where}: the crossing of the fraction it embedded (certified by the LPs; undecided "
+         "instances counted as not embedded): a lower bound", lower_se),
+        (names[1], float(upper.cpw), f"exact MILP, {where}: the crossing of the fraction not proven unembeddable "
+         "(undecided counted as embeddable): an upper bound", float(upper.cpw_standard_error)),
+        (names[2], float(undecided), f"MILP instances neither solved nor refuted within the node limit, {where} "
+         f"(of {len(exact)})", math.nan),
+        (names[3], la, f"least action with its restarts on the MILP's instances, {where}", la_se),
+        (names[4], search, f"least action, its restarts and the trajectory search on the MILP's instances, {where}", search_se),
+        (names[5], lower - la, "MILP lower bound minus least action (restarts included): how far least action falls "
+         "short of the exact CpW at this N", math.nan),
+        (names[6], lower - search, "MILP lower bound minus the trajectory search: how far it falls short of the exact "
+         "CpW at this N", math.nan),
+    ]
 
 
 def _power_law_metrics(frame: pd.DataFrame, column: str, exponent_name: str, r2_name: str, meaning: str

@@ -18,11 +18,12 @@ from tqdm import tqdm
 from factstore.device import derived_generator, global_generator_states, set_global_generator_states
 from factstore.dilution import archetypes as toy
 from factstore.dilution import fewrel, mlm
-from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, prune_by_magnitude, zero_fraction
+from factstore.dilution.pruning import kept_fraction_ratio, max_dilution, prune_by_magnitude, search_plateau_end, zero_fraction
 from factstore.dilution.readings import abs_trend_spearman, bert_gate_metrics, bert_tolerance_metrics
 from factstore.io import concat_tables, load_tensors, read_table
 from factstore.metrics import MetricsTable
 from factstore.statistics import spearman
+from factstore.training import steps_for_epochs
 
 TOY_KEYS = ("n_labels", "per_label", "depth", "flip_probability")
 
@@ -31,7 +32,7 @@ def archetypes(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
     """Test accuracy vs input-to-hidden dilution rate of the archetype toy model, for each value of
     one varied setting (params["vary"], one of n_labels, per_label, depth, flip_probability).
 
-    params: vary, values, rates, seeds, seed, n_bits, hidden, test_per_label, steps,
+    params: vary, values, rates, seeds, seed, n_bits, hidden, test_per_label, epochs (steps scale with the training set),
     learning_rate, batch_size, and the fixed n_labels, per_label, depth, flip_probability.
     """
     rows = []
@@ -42,13 +43,14 @@ def archetypes(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
         prototypes = toy.random_archetypes(setting["n_labels"], params["n_bits"], generator)
         train = toy.noisy_samples(prototypes, setting["per_label"], setting["flip_probability"], generator)
         test = toy.noisy_samples(prototypes, params["test_per_label"], setting["flip_probability"], generator)
+        steps = steps_for_epochs(len(train[1]), params["epochs"], params["batch_size"])
         runs = toy.train_diluted(
-            train, test, params["rates"], params["hidden"], setting["depth"], params["steps"],
+            train, test, params["rates"], params["hidden"], setting["depth"], steps,
             params["learning_rate"], params["batch_size"], derived_generator(params["seed"], "nets", params["vary"], value, seed),
         )
         for run in runs:
             rows.append(
-                {"sweep": params["vary"], "value": value, "seed": seed, **setting, "train_size": len(train[1]),
+                {"sweep": params["vary"], "value": value, "seed": seed, **setting, "train_size": len(train[1]), "steps": steps,
                  "weights": toy.weight_count(params["n_bits"], params["hidden"], setting["depth"], setting["n_labels"]),
                  "rate": run.rate, "test_accuracy": run.test_accuracy, "train_accuracy": run.train_accuracy,
                  "zero_fraction": run.zero_fraction}
@@ -196,49 +198,63 @@ def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
 
 
 def fewrel_dilution(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """Test accuracy of BERT-1 fine-tuned on FewRel vs the dilution rate of its block, for each
-    (labels, samples per label) setting of each sweep: one table per sweep.
+    """Test accuracy of BERT-1 (MiniLM's embeddings and first block) fine-tuned on FewRel vs the
+    dilution rate of its block, for each (labels, samples per label) setting of each sweep: one
+    table per sweep.
 
-    A setting that two sweeps share (the labels sweep's 4 x 100 is the samples sweep's first) is
-    fine-tuned once: its data and generators depend on the setting, seed and rate only, so both
-    tables get the same rows (sweep column aside) that two separate runs would.
+    Each setting is fine-tuned for the same number of epochs (steps scale with its training set),
+    and its rates are searched, not swept: a bisection over the rate grid for the end of the
+    seed-averaged plateau (pruning.search_plateau_end), every seed fine-tuned at each rate it
+    visits. A setting that two sweeps share (the labels sweep's 4 x 100 is the samples sweep's
+    first) is fine-tuned once: its data and generators depend on the setting, seed and rate only,
+    so both tables get the same rows (sweep column aside) that two separate runs would.
 
-    inputs: model (dilution.pretrain; BERT-1 = its embeddings and first block), sentences (the data
-    layer's FewRel table). params: sweeps {sweep: [[n_labels, per_label], ...]}, rates, seeds, seed,
-    steps (fine-tuning minibatches, the same for every setting), batch_size, learning_rate, max_length.
-    Returns {sweep: table}.
+    inputs: sentences (the data layer's FewRel table). params: sweeps {sweep: [[n_labels,
+    per_label], ...]}, rates (the grid searched), seeds, seed, epochs, batch_size, learning_rate,
+    max_length, tolerance (the plateau's relative accuracy drop). Returns {sweep: table}.
     """
     sentences = read_table(inputs["sentences"])
     source = ",".join(sorted(sentences["source"].unique())) if "source" in sentences else "unknown"
     tokenizer = mlm.wordpiece_tokenizer()
-    payload = _load_payload(inputs["model"])
-    pretrained, lookup = mlm.load_model(payload), payload["vocabulary"].lookup(tokenizer.vocab_size)
+    pretrained = fewrel.pretrained_one_block()
     settings = list(dict.fromkeys(tuple(setting) for sweep in params["sweeps"].values() for setting in sweep))
-    results: dict[tuple[int, int], list[dict]] = {setting: [] for setting in settings}
-    jobs = [(n_labels, per_label, seed) for n_labels, per_label in settings for seed in range(params["seeds"])]
-    for n_labels, per_label, seed in tqdm(jobs, desc="fewrel", mininterval=5):  # one line per setting and seed
-        rng = np.random.default_rng([params["seed"], n_labels, per_label, seed])
-        train, test = fewrel.label_subset(sentences, n_labels, per_label, rng)
-        (train_ids, train_markers), (test_ids, test_markers) = (fewrel.encode(t, tokenizer, params["max_length"]) for t in (train, test))
-        train_ids, test_ids = lookup[train_ids], lookup[test_ids]  # WordPiece -> the pretrained model's vocabulary
-        unknown = float(torch.cat([train_ids.flatten(), test_ids.flatten()]).eq(payload["vocabulary"].unk).float().mean())
-        for rate in params["rates"]:
-            encoder, (train_cut, test_cut) = fewrel.restrict_vocabulary(fewrel.one_block_encoder(pretrained), train_ids, test_ids)
-            train_data = (train_cut, train_markers, torch.tensor(train["label"].to_numpy()))
-            test_data = (test_cut, test_markers, torch.tensor(test["label"].to_numpy()))
-            result = fewrel.fine_tune_diluted(
-                encoder, train_data, test_data, rate, n_labels, params["steps"],
-                params["batch_size"], params["learning_rate"],
-                derived_generator(params["seed"], "fewrel", n_labels, per_label, seed, rate), context.device,
-            )
-            results[(n_labels, per_label)].append(
-                {"n_labels": n_labels, "per_label": per_label, "seed": seed, "rate": rate,
-                 "train_size": len(train), "test_size": len(test), "source": source, "steps": params["steps"],
-                 "unknown_token_fraction": unknown, **result})
+    results: dict[tuple[int, int], list[dict]] = {}
+    for n_labels, per_label in tqdm(settings, desc="fewrel", mininterval=5):  # one line per setting
+        data = [_fewrel_seed_data(sentences, tokenizer, params, n_labels, per_label, seed) for seed in range(params["seeds"])]
+        rows: list[dict] = []
+
+        def accuracy_at(rate: float) -> float:
+            accuracies = []
+            for seed, (train_data, test_data, size) in enumerate(data):
+                encoder, (train_cut, test_cut) = fewrel.restrict_vocabulary(copy.deepcopy(pretrained), train_data[0], test_data[0])
+                steps = steps_for_epochs(size["train_size"], params["epochs"], params["batch_size"])
+                result = fewrel.fine_tune_diluted(
+                    encoder, (train_cut, *train_data[1:]), (test_cut, *test_data[1:]), rate, n_labels, steps,
+                    params["batch_size"], params["learning_rate"],
+                    derived_generator(params["seed"], "fewrel", n_labels, per_label, seed, rate), context.device,
+                )
+                rows.append({"n_labels": n_labels, "per_label": per_label, "seed": seed, "rate": rate, **size,
+                             "source": source, "epochs": params["epochs"], "steps": steps, **result})
+                accuracies.append(result["test_accuracy"])
+            return float(np.mean(accuracies))
+
+        search_plateau_end(params["rates"], accuracy_at, params["tolerance"])
+        results[(n_labels, per_label)] = sorted(rows, key=lambda row: (row["rate"], row["seed"]))
     return {
         sweep: pd.DataFrame([{"sweep": sweep} | row for setting in sweep_settings for row in results[tuple(setting)]])
         for sweep, sweep_settings in params["sweeps"].items()
     }
+
+
+def _fewrel_seed_data(sentences: pd.DataFrame, tokenizer, params: dict, n_labels: int, per_label: int, seed: int):
+    """One seed's FewRel draw for a setting: ((ids, markers, labels) of train, of test,
+    {train_size, test_size}); ids are WordPiece ids (MiniLM's own vocabulary)."""
+    rng = np.random.default_rng([params["seed"], n_labels, per_label, seed])
+    train, test = fewrel.label_subset(sentences, n_labels, per_label, rng)
+    (train_ids, train_markers), (test_ids, test_markers) = (fewrel.encode(t, tokenizer, params["max_length"]) for t in (train, test))
+    train_data = (train_ids, train_markers, torch.tensor(train["label"].to_numpy()))
+    test_data = (test_ids, test_markers, torch.tensor(test["label"].to_numpy()))
+    return train_data, test_data, {"train_size": len(train), "test_size": len(test)}
 
 
 def max_dilutions(curves: pd.DataFrame, keys: list[str], accuracy: str, tolerance: float) -> pd.DataFrame:

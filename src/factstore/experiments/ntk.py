@@ -3,7 +3,7 @@
 Rules in workflow/rules/ntk.smk call these through `python -m factstore ntk.<step>`. The computing
 steps return tidy tables: `convergence` (empirical vs analytic NTK at init, all widths), `training`
 (one width per job: GD training, NTK change, linearised dynamics) and `scaling` (kernel regression
-learning curve); `summary` condenses them into the metrics config/claims.yaml checks; the figure
+learning curve, measured and predicted by the spectral theory); `summary` condenses them into the metrics config/claims.yaml checks; the figure
 steps draw them with factstore.plots.ntk.
 
 Random streams come from `derived_generator(seed, stream, ...)`: the training data of a seed
@@ -35,12 +35,17 @@ def _network(input_dim: int, width: int, generator: torch.Generator,
     return model, tangent_kernel.network_params(model)
 
 
+def _teacher(params: dict, seed: int) -> tangent_kernel.Params:
+    """The random two-layer ReLU teacher of `seed` (params: seed, input_dim, teacher_width)."""
+    return tangent_kernel.random_teacher(params["input_dim"], params["teacher_width"],
+                                         derived_generator(params["seed"], "ntk-teacher", seed), DTYPE)
+
+
 def _teacher_task(params: dict, seed: int, count: int, stream: str, device) -> tuple[torch.Tensor, torch.Tensor]:
     """`count` inputs on the sphere of radius sqrt(d) and the outputs of the random two-layer
     ReLU teacher drawn from `seed` (params: seed, input_dim, teacher_width). The teacher depends
     on the seed only; `stream` names the input sample (training set of some size, test set)."""
-    teacher = tangent_kernel.random_teacher(params["input_dim"], params["teacher_width"],
-                                            derived_generator(params["seed"], "ntk-teacher", seed), DTYPE)
+    teacher = _teacher(params, seed)
     x = tangent_kernel.sphere_inputs(count, params["input_dim"],
                                      derived_generator(params["seed"], stream, seed, count), DTYPE)
     return x.to(device), tangent_kernel.teacher_outputs(teacher, x).to(device)
@@ -122,14 +127,21 @@ def scaling(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     """Ridgeless kernel regression with the analytic NTK on a two-layer ReLU teacher task.
 
     params: seed, input_dim, teacher_width, train_sizes (list), n_test, seeds (int), ridge (a
-    jitter relative to the kernel's mean diagonal, for a stable solve; ~0 keeps it ridgeless).
-    Returns {"table": rows (train_size, seed, test_error)}, test_error = test mean squared error
-    over the target's mean square (1 = predicting zero). Each seed has its own teacher.
+    jitter relative to the kernel's mean diagonal, for a stable solve; ~0 keeps it ridgeless),
+    theory_degrees (spherical-harmonic degrees of the kernel resolved by the theory).
+    Returns {"table": rows (train_size, seed, test_error, predicted_error)}, test_error = test mean
+    squared error over the target's mean square (1 = predicting zero); predicted_error = the same
+    quantity predicted by the spectral theory of kernel regression from the kernel's eigenvalues on
+    the sphere and the teacher's weights in its eigenbasis (`tangent_kernel.predicted_teacher_error`).
+    Each seed has its own teacher.
     """
     device = context.device
     rows = []
+    diagonal = float(tangent_kernel.ntk_on_sphere(1.0))  # every input's kernel diagonal on the sphere
     for seed in tqdm(range(params["seeds"]), desc="kernel regression: seeds", mininterval=5):
         x_test, y_test = _teacher_task(params, seed, params["n_test"], "ntk-test-inputs", device)
+        predicted = tangent_kernel.predicted_teacher_error(_teacher(params, seed), params["train_sizes"],
+                                                           params["ridge"] * diagonal, params["theory_degrees"])
         for size in params["train_sizes"]:
             x, y = _teacher_task(params, seed, size, "ntk-train-inputs", device)
             k_train = tangent_kernel.analytic_ntk(x)
@@ -137,7 +149,8 @@ def scaling(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
             k_test_train = tangent_kernel.analytic_ntk(x_test, x)
             prediction = tangent_kernel.kernel_regression(k_train, k_test_train, y, ridge=ridge)
             error = float((prediction - y_test).pow(2).mean() / y_test.pow(2).mean())
-            rows.append({"train_size": size, "seed": seed, "test_error": error})
+            rows.append({"train_size": size, "seed": seed, "test_error": error,
+                         "predicted_error": float(predicted[params["train_sizes"].index(size)])})
     return {"table": pd.DataFrame(rows)}
 
 
@@ -248,4 +261,37 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
                     standard_error=log_log_slope_error(curve))
         metrics.add(r2_name, fit.r2, f"R^2 of the log-log fit of test error vs P, {span}")
         metrics.add(prefactor_name, fit.prefactor, f"prefactor of that fit, {span}")
+    _predicted_exponent(metrics, scaling_table, asymptotic.index)
     return {"metrics": metrics.frame()}
+
+
+def _window_exponent(table: pd.DataFrame, value: str, window) -> float:
+    """Log-log slope of the mean over `table`'s rows of `value` vs train_size, over the sizes in `window`."""
+    curve = _mean_curve(table, "train_size", value)
+    curve = curve[curve.index.isin(window)]
+    return power_law_fit(curve.index.to_numpy(float), curve.to_numpy(float)).exponent
+
+
+def _seed_standard_error(values: np.ndarray) -> float:
+    """Standard error of the mean of per-seed values (NaN with one seed)."""
+    return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
+
+
+def _predicted_exponent(metrics: MetricsTable, scaling_table: pd.DataFrame, window) -> None:
+    """The exponent the spectral theory predicts over the fit window, and fitted minus predicted.
+
+    Both are slopes of the seed-mean curves over the same P window; their standard errors come from
+    the spread over seeds of the same slopes fitted seed by seed (each seed has its own teacher)."""
+    predicted = _window_exponent(scaling_table, "predicted_error", window)
+    fitted = _window_exponent(scaling_table, "test_error", window)
+    per_seed = [(_window_exponent(rows, "test_error", window), _window_exponent(rows, "predicted_error", window))
+                for _, rows in scaling_table.groupby("seed")]
+    fitted_by_seed, predicted_by_seed = np.array(per_seed).T
+    span = f"P = {min(window)}..{max(window)} ({len(window)} sizes), {_seeds_note(scaling_table)}"
+    metrics.add("kernel_scaling_exponent_predicted", predicted,
+                f"log-log slope of the predicted relative test error (spectral theory of kernel regression from the "
+                f"NTK's spherical-harmonic spectrum and each teacher's weights in it), {span}",
+                standard_error=_seed_standard_error(predicted_by_seed))
+    metrics.add("kernel_scaling_exponent_minus_predicted", fitted - predicted,
+                f"fitted exponent (kernel_scaling_exponent) minus predicted exponent, {span}; standard error from "
+                f"the per-seed differences", standard_error=_seed_standard_error(fitted_by_seed - predicted_by_seed))

@@ -12,16 +12,19 @@ import seaborn as sns
 
 from factstore.committee.multi_output import FLOOR_MARGIN, fit_window
 from factstore.plots import style
-from factstore.statistics import power_law_fit
+from factstore.statistics import first_crossing_below, power_law_fit
 
 # The paper's simulations and the one-step RSB value they are compared with.
 PAPER_CPW = {1: 2.0, 3: 2.96, 5: 3.33}
 ONE_STEP_RSB = 3.0
 LOG_FLOOR = 1e-4  # a measured 0 is drawn here on the log axes, as an open triangle
 SOLVER_LABELS = {"backprop": "back-propagation (tanh, beta annealed)", "least_action": "least action + LP polish (restarts included)",
-                 "function_search": "least action + LP polish through each upper-layer function", "lp": "exact (LP)"}
-SOLVER_STYLES = {"backprop": "-", "least_action": "-.", "function_search": (0, (3, 1, 1, 1, 1, 1)), "lp": ":"}  # theory lines are dashed
-SOLVER_MARKERS = {"backprop": "o", "least_action": "s", "function_search": "D", "lp": "^"}
+                 "trajectory_search": "least action, restarts, then the trajectory search",
+                 "function_search": "least action + LP polish through each upper-layer function", "lp": "exact (LP)",
+                 "milp": "exact (MILP over internal representations)"}
+SOLVER_STYLES = {"backprop": "-", "least_action": "-.", "trajectory_search": (0, (8, 2, 1, 2, 1, 2)), "function_search": (0, (3, 1, 1, 1, 1, 1)),
+                 "lp": ":", "milp": (0, (1, 2))}  # theory lines are dashed
+SOLVER_MARKERS = {"backprop": "o", "least_action": "s", "trajectory_search": "v", "function_search": "D", "lp": "^", "milp": "*"}
 DEPTH_SOLVER_NAMES = {"backprop": "back-propagation", "least_action": "multilayer least action", "function_search": "function search"}
 
 
@@ -41,7 +44,7 @@ def fraction_embedded(tables: dict[str, pd.DataFrame], params: dict):
             curve = curve.sort_values("alpha")
             ax.plot(curve.alpha, curve.fraction, marker="o", ms=3, color=colours[f"N = {n}"],
                     linestyle=SOLVER_STYLES[solver], label=f"N = {n}")
-            if (curve.first_attempt_fraction != curve.fraction).any():  # least action's restarts added instances
+            if solver == "least_action" and (curve.first_attempt_fraction != curve.fraction).any():  # restarts added instances
                 ax.plot(curve.alpha, curve.first_attempt_fraction, color=colours[f"N = {n}"], linewidth=0.8, alpha=0.5,
                         linestyle=SOLVER_STYLES[solver])
         for solver in here.solver.unique():
@@ -209,8 +212,46 @@ def multi_output(tables: dict[str, pd.DataFrame], params: dict):
     return fig
 
 
+def solver_reach(tables: dict[str, pd.DataFrame], params: dict):
+    """Each solver's certified CpW against N, K = 3 and 5: the exact MILP at small N (its lower and
+    upper bound joined by a bar; they coincide when no instance is undecided) beside least action
+    and the trajectory search on the same instances, and every tree solver at the study's N.
+
+    tables: capacity and fractions (committee.summary). Every point is a certified lower bound
+    (the MILP's upper bar end excepted); the gap between the solvers at one N is the solvers' reach.
+    """
+    capacity, fractions = tables["capacity"], tables["fractions"]
+    fig, axes = style.figure(ncols=2, width=3.8, sharey=True)
+    trees = capacity[capacity.run.str.match(r"^(tree|reference)_k\d+_")].dropna(subset=["cpw"])
+    colours = style.palette(sorted(trees.solver.unique()))
+    for ax, k in zip(axes[0], (3, 5)):
+        here = trees[trees.hidden == k]
+        for solver in sorted(here.solver.unique(), key=lambda s: s == "milp"):  # the exact points on top
+            group = here[here.solver == solver].sort_values("n")
+            ax.errorbar(group.n, group.cpw, yerr=group.cpw_standard_error.fillna(0), marker=SOLVER_MARKERS[solver],
+                        linestyle="none", ms=8 if solver == "milp" else 5, capsize=2, color=colours[solver],
+                        label=SOLVER_LABELS[solver])
+        exact = fractions[(fractions.hidden == k) & (fractions.solver == "milp")].sort_values("alpha")
+        if len(exact):
+            upper = first_crossing_below(exact.alpha.to_numpy(), 1 - exact.unembeddable_fraction.to_numpy(), 0.5)
+            lower = here[here.solver == "milp"].cpw
+            if len(lower) and np.isfinite(upper):
+                ax.vlines(exact.n.iloc[0], float(lower.iloc[0]), upper, color="0.3", linewidth=2)
+        style.theory_hline(ax, PAPER_CPW[k], f"paper, K = {k}: {PAPER_CPW[k]:g}")
+        ax.set_xscale("log")
+        ax.set_xticks(sorted(here.n.unique()), [str(n) for n in sorted(here.n.unique())])
+        ax.minorticks_off()
+        ax.set_title(f"tree, K = {k}")
+        ax.set_xlabel("N")
+    axes[0][0].set_ylabel("certified CpW (crossing of 1/2)")
+    style.shared_legend(fig, axes)
+    style.caption(fig, "small N: the exact MILP (bar: its lower to upper bound) and the solvers on the same instances; larger N: the study's runs")
+    return fig
+
+
 FIGURES = {
     "fraction_embedded": fraction_embedded,
+    "solver_reach": solver_reach,
     "capacity_extrapolation": capacity_extrapolation,
     "depth": depth,
     "multi_output": multi_output,

@@ -134,8 +134,9 @@ def fewrel(tables: dict[str, pd.DataFrame], params: dict):
         ax.legend(fontsize=7, title=title, title_fontsize=7)
         _kept_axis(ax)
     axes[0][0].set_ylabel("test accuracy")
-    style.caption(fig, f"FewRel {', '.join(sorted(curves.source.unique()))}, held-out test split; BERT-1 block pruned by magnitude, "
-                       f"masks held while fine-tuning; dotted: max dilution (tolerance {params['fewrel_tolerance']})")
+    style.caption(fig, f"FewRel {', '.join(sorted(curves.source.unique()))}, held-out test split; BERT-1 (MiniLM's first block) pruned by magnitude, "
+                       f"masks held while fine-tuning; points: the rates the plateau search visited; dotted: max dilution "
+                       f"(tolerance {params['fewrel_tolerance']})")
     return fig
 
 

@@ -138,12 +138,20 @@ def linearised(tables: dict[str, pd.DataFrame], params: dict) -> Figure:
 
 def kernel_scaling(tables: dict[str, pd.DataFrame], params: dict) -> Figure:
     """Test error of ridgeless analytic-NTK regression vs training-set size, with a fitted power
-    law. tables: table (ntk.scaling); params: the ntk.scaling section."""
+    law, beside the learning curve the spectral theory of kernel regression predicts from the
+    kernel's spectrum on the sphere and the teacher's weights in it (mean over seeds), and the
+    predicted curve's slope over the same fit window. tables: table (ntk.scaling); params: the
+    ntk.scaling section."""
     table = tables["table"]
     fig, axes = style.figure()
     ax = axes[0, 0]
     fit_from = params["fit_min_train_size"]
     _power_law_panel(ax, table, "train_size", "test_error", "NTK regression", fit_from=fit_from)
+    predicted = table.groupby("train_size")["predicted_error"].mean().sort_index()
+    xs, ys = predicted.index.to_numpy(float), predicted.to_numpy(float)
+    window = xs >= fit_from
+    exponent = power_law_fit(xs[window], ys[window]).exponent
+    ax.plot(xs, ys, label=f"predicted (spectral theory): slope {exponent:.2f}", **style.THEORY_STYLE)
     style.theory_vline(ax, fit_from, label=f"fit from P = {fit_from} (asymptotic regime)", reference=True)
     ax.set_xlabel("training-set size P (examples)")
     ax.set_ylabel(r"relative test error $\|\hat f - f^*\|^2 / \|f^*\|^2$")
