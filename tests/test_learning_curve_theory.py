@@ -36,8 +36,8 @@ def test_a_finite_rank_kernel_learns_a_target_in_its_span_exactly_from_rank_samp
     sizes = np.arange(1, 2 * rank + 1)
     errors = theory.generalisation_error(eigenvalues, power, sizes)
     assert np.all(errors[: rank - 1] > 0) and np.all(errors[rank - 1:] == 0)
-    assert np.all(np.diff(errors[:rank]) < 0)  # every sample helps until the span is learnt
-    assert errors[0] < power.sum()
+    # below the rank the error need not fall at every sample, nor stay under the zero predictor's
+    # (interpolating few samples inflates it by 1 / (1 - gamma)): only the exact fit from P = rank on is asserted
 
 
 def test_target_weight_outside_the_span_is_never_learnt_and_interpolation_inflates_it():
