@@ -66,8 +66,10 @@ COMMITTEE_RUNS |= {
 # and least action's only its runs (the function search is least action: it reads those settings).
 COMMITTEE_SETTINGS_OF = {"backprop": "backprop", "least_action": "least_action", "function_search": "least_action", "lp": None,
                          "milp": "milp"}
+COMMITTEE_SOLVER_SETTINGS = {settings for settings in COMMITTEE_SETTINGS_OF.values() if settings}
 COMMITTEE_RUNS = {
-    name: {key: value for key, value in spec.items() if key not in ("backprop", "least_action", "milp") or key == COMMITTEE_SETTINGS_OF[spec["solver"]]} | {"run": name}
+    name: {key: value for key, value in spec.items()
+           if key not in COMMITTEE_SOLVER_SETTINGS or key == COMMITTEE_SETTINGS_OF[spec["solver"]]} | {"run": name}
     for name, spec in COMMITTEE_RUNS.items()
 }
 

@@ -34,6 +34,7 @@ def _least_action_once(architecture, weights, x, y, mask, settings: dict, genera
     upper-layer function `function` when one is given), then its LP polish."""
     training = dict(epochs=settings["epochs"], learning_rate=settings["learning_rate"],
                     choice_noise=settings["choice_noise"], generator=generator)
+    tree_weights = {}  # a tree's final online weights: where the trajectory search goes on from
     if function is not None:
         result, final = upper_functions.train_through_function(function, weights[0], x, y, mask, **training)
         embedded, solves = upper_functions.polish_and_verify(function, final, x, y, mask, result.embedded, settings["polish_rounds"])
@@ -43,9 +44,9 @@ def _least_action_once(architecture, weights, x, y, mask, settings: dict, genera
     else:
         result, final = least_action.train_least_action(architecture, weights, x, y, mask, **training)
         embedded, solves = polish.polish(architecture, final, x, y, mask, result.embedded, settings["polish_rounds"])
-        return {"embedded": embedded.cpu(), "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(),
-                "lp_solves": solves, "weights": final}
-    return {"embedded": embedded.cpu(), "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(), "lp_solves": solves}
+        tree_weights = {"weights": final}
+    return {"embedded": embedded.cpu(), "epochs": result.epochs.cpu(), "embedded_online": result.embedded.cpu(),
+            "lp_solves": solves} | tree_weights
 
 
 def _in_turn(architecture, weights, x, y, mask, generator, attempts) -> tuple[dict, torch.Tensor]:

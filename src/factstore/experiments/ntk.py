@@ -142,7 +142,7 @@ def scaling(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         x_test, y_test = _teacher_task(params, seed, params["n_test"], "ntk-test-inputs", device)
         predicted = tangent_kernel.predicted_teacher_error(_teacher(params, seed), params["train_sizes"],
                                                            params["ridge"] * diagonal, params["theory_degrees"])
-        for size in params["train_sizes"]:
+        for size, predicted_error in zip(params["train_sizes"], predicted):
             x, y = _teacher_task(params, seed, size, "ntk-train-inputs", device)
             k_train = tangent_kernel.analytic_ntk(x)
             ridge = params["ridge"] * float(k_train.diagonal().mean())
@@ -150,7 +150,7 @@ def scaling(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
             prediction = tangent_kernel.kernel_regression(k_train, k_test_train, y, ridge=ridge)
             error = float((prediction - y_test).pow(2).mean() / y_test.pow(2).mean())
             rows.append({"train_size": size, "seed": seed, "test_error": error,
-                         "predicted_error": float(predicted[params["train_sizes"].index(size)])})
+                         "predicted_error": float(predicted_error)})
     return {"table": pd.DataFrame(rows)}
 
 
