@@ -1,7 +1,8 @@
 """S3 (capacity per label) speed: masked-LM training throughput of the default small BERT (tokens
 per second, logits at the masked positions only vs at every position) and the time of one
 dilution sweep (magnitude pruning of one group at every rate + APT on the held-out set). Run on
-demand, after `snakemake data` (it reads data/processed/wikipedia_paragraphs.csv):
+demand; it reads data/processed/wikipedia_paragraphs.csv where `snakemake data` made it, else
+prepares the paragraphs from the installed package (benchmarks/common.py says which):
 
     python benchmarks/bench_dilution.py [--device cpu|cuda] [--threads N] [--steps 10]
 
@@ -17,12 +18,12 @@ import time
 import torch
 import yaml
 
-from factstore import io, provenance
+from factstore import provenance
 from factstore.device import select_device
 from factstore.dilution import mlm
 from factstore.dilution.pruning import prune_by_magnitude
 
-from common import write_report
+from common import wikipedia_paragraph_texts, write_report
 
 
 def _synchronise(device: torch.device) -> None:
@@ -52,7 +53,7 @@ def main() -> None:
     bert = yaml.safe_load(open(args.config))["dilution"]["bert"]
 
     tokenizer = mlm.wordpiece_tokenizer()
-    texts = io.read_table("data/processed/wikipedia_paragraphs.csv")["text"].astype(str).tolist()
+    texts = wikipedia_paragraph_texts(tokenizer)
     wordpiece_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
     vocabulary = mlm.Vocabulary.from_corpus(wordpiece_ids, tokenizer)  # the corpus's tokens, as the study's model
     token_ids = vocabulary.encode(wordpiece_ids)

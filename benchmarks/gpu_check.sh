@@ -8,8 +8,13 @@
 #
 #   benchmarks/gpu_check.sh            # report in results/gpu_check/ (REPORT=folder to change)
 #
-# The runs read the real data sets from FACTSTORE_DATA_MIRROR where it is set (an offline machine
-# needs it: export FACTSTORE_DATA_MIRROR=/path/to/mirror); without it they download them.
+# The data are prepared first, on the CPU (benchmarks/gpu_prepare.py): every raw file is taken from
+# FACTSTORE_DATA_MIRROR where that folder holds it, else downloaded and checksum-verified (one line
+# per file says so), into one folder both runs read as their mirror. An offline machine needs the
+# mirror (export FACTSTORE_DATA_MIRROR=/path/to/mirror); a file no source gives stops the check
+# there, in one line. PREPARE_ONLY=1 stops after this preparation (no GPU needed). The dilution
+# benchmark prepares its Wikipedia paragraphs from the installed package where data/processed/
+# lacks them (benchmarks/common.py).
 #
 # Tolerances (benchmarks/gpu_compare.py): settings, seeds and integers found by a search equal;
 # floats within |cuda - cpu| <= 0.02 + 0.05 |cpu| (float32 rounds differently on CUDA, so
@@ -17,8 +22,16 @@
 # Exit status: 0 when both runs finished, every table agrees and no benchmark crashed (one cut
 # at its time cap is a timing, not a failure), else 1; the report says which. Record the result in docs/performance.md.
 set -uo pipefail
-# An absolute mirror path: the runs go in copies of the checkout elsewhere.
-if [ -n "${FACTSTORE_DATA_MIRROR:-}" ]; then export FACTSTORE_DATA_MIRROR="$(cd "$FACTSTORE_DATA_MIRROR" && pwd)"; fi
+# An absolute mirror path (the runs go in copies of the checkout elsewhere); a mirror that is not
+# a folder is dropped, saying so, and the files are downloaded.
+if [ -n "${FACTSTORE_DATA_MIRROR:-}" ]; then
+  if [ -d "$FACTSTORE_DATA_MIRROR" ]; then
+    export FACTSTORE_DATA_MIRROR="$(cd "$FACTSTORE_DATA_MIRROR" && pwd)"
+  else
+    echo "gpu_check: the data mirror $FACTSTORE_DATA_MIRROR (FACTSTORE_DATA_MIRROR) is not a folder: the data files are downloaded" >&2
+    unset FACTSTORE_DATA_MIRROR
+  fi
+fi
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 REPORT="${REPORT:-$ROOT/results/gpu_check}"
@@ -29,6 +42,15 @@ export PYTHONUNBUFFERED=1
 mkdir -p "$REPORT"
 WORK="$(mktemp -d)"
 status=0
+
+# The data, on the CPU: one verified copy of every raw file, the mirror of both runs.
+python benchmarks/gpu_prepare.py "$WORK/data" || { rm -rf "$WORK"; exit 1; }
+export FACTSTORE_DATA_MIRROR="$WORK/data"
+if [ "${PREPARE_ONLY:-0}" = 1 ]; then
+  echo "gpu_check: data prepared in $WORK/data ($(find "$WORK/data" -type f | wc -l) files); PREPARE_ONLY=1: stopping here"
+  rm -rf "$WORK"
+  exit 0
+fi
 
 python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
   || { echo "no CUDA device visible to torch ($(python -c 'import torch; print(torch.__version__)')): install torch's CUDA build" >&2; exit 1; }

@@ -167,6 +167,10 @@ def test_optimal_capacity_checks_flip_with_the_trend_and_the_intercept():
     high = _optimal_capacity_metrics({16: 1.0, 32: 0.95, 64: 0.90})
     assert high["optimal_capacity_slope_b"] > 0 and high["optimal_capacity_extrapolated"] > 0.65
     assert claim_verdict("S1.optimal-capacity", high) == "FAIL"
+    # Two-sided: a capacity falling so fast that its extrapolation lies far below 1/2 fails too.
+    steep = _optimal_capacity_metrics({16: 1.0, 32: 0.8, 64: 0.68})
+    assert steep["optimal_capacity_slope_b"] > 0 and steep["optimal_capacity_extrapolated"] < 0.35
+    assert claim_verdict("S1.optimal-capacity", steep) == "FAIL"
 
 
 def test_intercept_standard_error_is_a_bootstrap_over_seeds():
@@ -185,6 +189,14 @@ def test_intercept_standard_error_is_a_bootstrap_over_seeds():
     three = steps.capacity_fit_standard_errors(disagreeing[disagreeing.seed.isin([0, 2, 4])], 199, 0)
     assert 0 < five["optimal_capacity_extrapolated"] < three["optimal_capacity_extrapolated"]
     assert five["optimal_capacity_slope_b"] > 0
+    # The 95% interval of the intercept comes from the same resamples: it holds the point estimate
+    # and is wider than one standard error either side.
+    errors, (low, high) = steps.capacity_fit_bootstrap(disagreeing, 199, 0)
+    capacity = steps.perfect_storage_capacities(disagreeing.assign(method="trained", problem="original", rank_fraction=1.0),
+                                                ["method", "problem", "rank_fraction", "d"])
+    intercept, _ = assoc.extrapolate_capacity(capacity.alpha_c.to_numpy(), capacity.p_c.to_numpy())
+    assert low < intercept < high
+    assert high - low > 2 * errors["optimal_capacity_extrapolated"]
 
 
 def _decoupled_curves(original_capacity: float, decoupled_capacity: float, grid=(0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)):
@@ -239,7 +251,43 @@ def _spectrum_metrics(trained: np.ndarray, initial: np.ndarray, kappa: float = 0
     return {name: value for name, value, _ in steps._spectrum_statistics(pd.DataFrame(rows), capacity, 16)}
 
 
-def test_quarter_circle_gain_flips_when_the_initialisation_is_closer():
+@pytest.mark.parametrize("kappa", [0.25, 0.5, 0.75])
+def test_truncated_law_quantiles_invert_its_cdf(kappa):
+    probabilities = np.linspace(0, 1, 11)
+    quantiles = assoc.truncated_quarter_circle_quantiles(probabilities, kappa)
+    assert np.all(np.diff(quantiles) > 0)
+    assert assoc.truncated_quarter_circle_cdf(quantiles, kappa) == pytest.approx(probabilities, abs=1e-9)
+
+
+@pytest.mark.parametrize("kappa", [0.25, 0.5, 0.75])
+def test_truncated_law_is_the_cut_spectrum_of_its_random_matrix_model(kappa):
+    """Monte Carlo of the model the law comes from: the Hebbian-like W = U^T E (p >> d rank-one
+    terms, a quarter-circle spectrum) cut to its top kappa d singular values follows the law, and
+    keeps the predicted share of its squared Frobenius norm (alpha_c(kappa) / alpha_c(1))."""
+    d, p = 200, 20_000
+    generator = torch.Generator().manual_seed(1)
+    inputs, outputs = assoc.sample_problem(p, d, 1, generator, dtype=torch.float64)
+    hebbian = assoc.hebbian_weights(inputs, outputs)
+    rank = round(kappa * d)
+    values = assoc.normalised_singular_values(hebbian, rank)[0].numpy()
+    assert assoc.ks_distance(values, lambda s: assoc.truncated_quarter_circle_cdf(s, kappa)) < 0.06
+    # The law's quantiles against the sorted values: the whole shape, not one statistic.
+    expected = assoc.truncated_quarter_circle_quantiles((np.arange(rank) + 0.5) / rank, kappa)
+    assert np.abs(np.sort(values) - expected).max() < 0.06
+    squares = torch.linalg.svdvals(hebbian[0]).pow(2)
+    assert float(squares[:rank].sum() / squares.sum()) == pytest.approx(assoc.rank_capacity_ratio(kappa), abs=0.02)
+
+
+def test_rank_capacity_ratio_is_an_integral_of_the_quarter_circle():
+    assert assoc.rank_capacity_ratio(1.0) == 1.0
+    ratios = [assoc.rank_capacity_ratio(k) for k in (0.1, 0.25, 0.5, 0.75, 0.9)]
+    assert np.all(np.diff(ratios) > 0) and ratios[-1] < 1
+    # The top kappa of the mass carries more than kappa of the second moment (larger values kept).
+    assert all(r > k for r, k in zip(ratios, (0.1, 0.25, 0.5, 0.75, 0.9)))
+    assert assoc.rank_capacity_ratio(0.5) == pytest.approx(0.8937, abs=1e-3)
+
+
+def test_quarter_circle_check_reads_the_law_and_flips_for_a_gaussian_product():
     law = _truncated_law_sample(0.5, 64)
     # A product of two Gaussian factors, normalised like the trained spectra (top kappa d values).
     q, r = torch.randn(2, 128, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -248,10 +296,17 @@ def test_quarter_circle_gain_flips_when_the_initialisation_is_closer():
     assert closer["truncated_quarter_circle_ks_original_kappa0.5"] < 0.05
     assert closer["truncated_quarter_circle_ks_critical_original_kappa0.5"] == pytest.approx(1.36 / math.sqrt(64), rel=0.05)
     assert closer["rank_spectrum_ks_gain"] > 0
+    assert closer["rank_spectrum_ks_over_critical"] < 1 < closer["rank_spectrum_ks_over_critical_initial"]
     assert claim_verdict("S1.quarter-circle", closer) == "PASS"
     farther = _spectrum_metrics(trained=gaussian_product, initial=law)
     assert farther["rank_spectrum_ks_gain"] == pytest.approx(-closer["rank_spectrum_ks_gain"])
+    assert farther["rank_spectrum_ks_over_critical"] == pytest.approx(closer["rank_spectrum_ks_over_critical_initial"])
     assert claim_verdict("S1.quarter-circle", farther) == "FAIL"
+    # Closer to the law than the start is not enough: a trained W halfway from the Gaussian
+    # product to the law gains over its initialisation and still fails.
+    halfway = _spectrum_metrics(trained=(np.sort(law) + np.sort(gaussian_product)) / 2, initial=gaussian_product)
+    assert halfway["rank_spectrum_ks_gain"] > 0 and halfway["rank_spectrum_ks_over_critical"] > 1
+    assert claim_verdict("S1.quarter-circle", halfway) == "FAIL"
 
 
 RANK_GRID = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
@@ -264,6 +319,27 @@ def _rank_table(stored_up_to: float, variant: str | None = None, loads=RANK_GRID
     return pd.DataFrame(rows)
 
 
+def _rank_curve_check(capacities: dict[float, float]) -> dict:
+    rank = pd.DataFrame([{"rank_fraction": k, "alpha_c": a} for k, a in capacities.items()])
+    metrics = {name: value for name, value, _ in steps.rank_curve_metrics(rank, np.array(RANK_GRID))}
+    return metrics | {"rank_capacity_spearman": 1.0, "rank_optimisation_gain_grid_steps": 0.0}
+
+
+def test_rank_capacity_curve_check_flips_off_the_predicted_curve():
+    full = 0.85
+    on_curve = _rank_curve_check({k: assoc.rank_capacity_ratio(k) * full + 0.02 for k in (0.25, 0.5, 0.75)} | {1.0: full})
+    assert on_curve["rank_capacity_ratio_kappa0.5"] == pytest.approx(assoc.rank_capacity_ratio(0.5) + 0.02 / full)
+    assert on_curve["rank_capacity_curve_gap_grid_steps"] == pytest.approx(0.2)
+    assert on_curve["rank_capacity_curve_gap_grid_steps_parameter_count"] > 1
+    assert claim_verdict("S1.rank-capacity", on_curve) == "PASS"
+    # Capacities on the parameter-count curve kappa (2 - kappa) rise with kappa but miss the prediction.
+    counted = _rank_curve_check({k: k * (2 - k) * full for k in (0.25, 0.5, 0.75)} | {1.0: full})
+    assert counted["rank_capacity_curve_gap_grid_steps_parameter_count"] == pytest.approx(0, abs=1e-12)
+    assert counted["rank_capacity_curve_gap_grid_steps"] > 1
+    assert claim_verdict("S1.rank-capacity", counted) == "FAIL"
+    assert steps.rank_curve_metrics(pd.DataFrame([{"rank_fraction": 0.5, "alpha_c": 0.7}]), np.array(RANK_GRID)) == []
+
+
 def test_rank_check_window_starts_at_the_last_stored_load():
     assert steps.window_loads(_rank_table(0.5), RANK_GRID, 3) == [0.5, 0.6, 0.7]
     assert steps.window_loads(_rank_table(0.05), RANK_GRID, 3) == [0.1, 0.2, 0.3]
@@ -274,13 +350,13 @@ def test_rank_optimisation_check_flips_when_a_variant_stores_more():
     same = pd.concat([_rank_table(0.5, "steps x4", window), _rank_table(0.4, "lr x2", window)])
     metrics = {name: value for name, value, _ in steps.rank_check_metrics(baseline, same, RANK_GRID)}
     assert metrics["rank_optimisation_capacity_gain"] == pytest.approx(0)
-    assert claim_verdict("S1.rank-capacity", metrics | {"rank_capacity_spearman": 1.0}) == "PASS"
+    assert claim_verdict("S1.rank-capacity", metrics | {"rank_capacity_spearman": 1.0, "rank_capacity_curve_gap_grid_steps": 0.0}) == "PASS"
     # A variant that still stores at the window's top counts with that load (0.7 against the
     # baseline's 0.55, the crossing between its grid loads 0.5 and 0.6): 1.5 grid steps at least.
     better = pd.concat([same, _rank_table(0.7, "other initial draw", window)])
     metrics = {name: value for name, value, _ in steps.rank_check_metrics(baseline, better, RANK_GRID)}
     assert metrics["rank_optimisation_gain_grid_steps"] == pytest.approx(1.5)
-    assert claim_verdict("S1.rank-capacity", metrics | {"rank_capacity_spearman": 1.0}) == "FAIL"
+    assert claim_verdict("S1.rank-capacity", metrics | {"rank_capacity_spearman": 1.0, "rank_capacity_curve_gap_grid_steps": 0.0}) == "FAIL"
 
 
 @pytest.mark.parametrize("decoupled", [False, True])
@@ -326,6 +402,10 @@ def test_steps_run_end_to_end_at_tiny_scale(tmp_path):
     metrics = read_table(outputs["metrics"]).set_index("metric")
     assert {"optimal_capacity_extrapolated", "decoupled_capacity_gap_grid_steps", "decoupled_max_transition_accuracy_gap",
             "truncated_quarter_circle_ks_hebbian_original_kappa0.5", "truncated_quarter_circle_ks_critical_original_kappa0.5",
-            "quarter_circle_ks_critical_original"} <= set(metrics.index)
+            "quarter_circle_ks_critical_original", "rank_spectrum_ks_over_critical", "rank_spectrum_ks_over_critical_hebbian",
+            "rank_spectrum_ks_over_critical_initial"} <= set(metrics.index)
+    over = metrics.loc["rank_spectrum_ks_over_critical", "value"]
+    assert over == pytest.approx(metrics.loc["truncated_quarter_circle_ks_original_kappa0.5", "value"]
+                                 / metrics.loc["truncated_quarter_circle_ks_critical_original_kappa0.5", "value"])
     assert metrics.loc["quarter_circle_ks_critical_original", "value"] == pytest.approx(1.36 / math.sqrt(3 * 8), rel=0.1)
     assert "standard_error" in metrics.columns

@@ -270,3 +270,41 @@ def test_a_malformed_registry_stops_the_workflow_and_keeps_the_previous_report(t
     lines = [line for line in done.stderr.splitlines() if "config/claims.yaml" in line]
     assert len(lines) == 1 and "unknown key 'lower'" in lines[0], done.stderr[-2000:]
     assert report.read_text() == "the previous report\n"
+
+
+def test_a_studys_warnings_are_written_once_per_study_and_every_verdict_is_kept():
+    """Five hand-made claims of two studies (one logging two warnings, one none) and a third study
+    logging one: each study's warnings appear once, under its work's table, its claims marked with
+    the warnings' label; statuses, measured values and a claim's own note stay in its row."""
+    def claim(claim_id, result, low):
+        return {"id": claim_id, "short": f"claim {claim_id}", "work": f"work {claim_id[:2]}", "statement": "s",
+                "scale": "smoke", "result": result, "checks": [{"metric": "m", "min": low}]}
+
+    tables = {f"results/{name}/metrics.csv": pd.DataFrame({"metric": ["m"], "value": [value]})
+              for name, value in (("alpha", 0.5), ("beta", 0.25), ("gamma", 0.75))}
+    logged = {"results/alpha/metrics.csv": ["search A found nothing up to 16", "training B ended far from its target"],
+              "results/gamma/metrics.csv": ["search C found nothing"]}
+    made = [claim("S1.a", "results/alpha/metrics.csv", 0.1), claim("S1.b", "results/alpha/metrics.csv", 0.9),
+            claim("S1.c", "results/beta/metrics.csv", 0.1), claim("S2.d", "results/gamma/metrics.csv", 0.1),
+            claim("S1.e", "results/alpha/metrics.csv", 0.1) | {"checks": [{"metric": "absent", "min": 0}]}]
+    records = [claims.with_warnings(claims.evaluate_claim(c, tables, "smoke"), logged.get(c["result"], [])) for c in made]
+    assert all("WARNING (" in r["note"] for r in records if r["result"] in logged)  # what the records carry
+
+    report = claims_report.markdown(records)
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in report.splitlines() if line.startswith("| S")}
+    assert [rows[i].split(" | ")[1] for i in ("S1.a", "S1.b", "S1.c", "S2.d", "S1.e")] == ["PASS", "FAIL", "PASS", "PASS", "NOT RUN"]
+    assert "m = 0.5, expected >= 0.9" in rows["S1.b"] and "m = 0.25, expected >= 0.1" in rows["S1.c"]
+    assert rows["S1.a"].endswith("| ⚠ W1 |") and rows["S1.b"].endswith("| ⚠ W1 |") and rows["S1.c"].endswith("|  |")
+    assert rows["S1.e"].endswith("| metric absent missing; ⚠ W1 |") and rows["S2.d"].endswith("| ⚠ W2 |")
+    for message in logged["results/alpha/metrics.csv"] + logged["results/gamma/metrics.csv"]:
+        assert report.count(message) == 1
+    [alpha] = [line for line in report.splitlines() if line.startswith("⚠ W1:")]
+    assert alpha.startswith("⚠ W1: WARNING (2 in the logs of the study behind results/alpha/metrics.csv, for its 3 "
+                            "claims: S1.a, S1.b, S1.e): (1) search A")
+    assert report.index(alpha) < report.index("## S2") < report.index("⚠ W2:")
+    assert report.count("WARNING (") == 2  # once per study that logged warnings
+
+    page = claims_report.html_page(records)
+    for message in logged["results/alpha/metrics.csv"]:
+        assert page.count(message) == 1
+    assert page.count("WARNING (") == 2 and page.count("⚠ W1") == 4  # three rows and the study's line

@@ -5,6 +5,7 @@ config file and commit are read from its own files, disagreements between them s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,9 +37,9 @@ def make_run(root: Path, name: str, records: list[dict], params: dict | None = N
 
 
 def compare(root: Path, run_a: str, run_b: str) -> subprocess.CompletedProcess:
-    """`python -m factstore compare RUN_A RUN_B` in `root`, as a user types it."""
+    """`python -m factstore compare RUN_A RUN_B` in `root`, as a user types it, 100 columns wide."""
     return subprocess.run([sys.executable, "-m", "factstore", "compare", run_a, run_b],
-                          cwd=root, capture_output=True, text=True)
+                          cwd=root, capture_output=True, text=True, env={**os.environ, "COLUMNS": "100"})
 
 
 @pytest.fixture
@@ -166,14 +167,73 @@ def test_a_claims_json_path_is_a_run_too(tmp_path, good):
 
 def test_changed_only_lists_the_claims_that_changed_and_counts_all(tmp_path, good):
     other = make_run(tmp_path, "other", [record("S1.a", "PASS", 1.0), record("S1.b", "PASS", 0.9)])
-    done = subprocess.run([sys.executable, "-m", "factstore", "compare", "--changed-only", good, other],
-                          cwd=tmp_path, capture_output=True, text=True)
+    done = compare_at(tmp_path, 100, "--changed-only", good, other)
     assert done.returncode == 0, done.stderr
     rows = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("S1.")]
     assert rows == ["S1.b"]
     assert done.stdout.rstrip().endswith("1 of 2 claims changed (1 in status, 0 in value only).")
 
 
-def test_the_main_help_names_the_commands():
-    done = subprocess.run([sys.executable, "-m", "factstore", "--help"], capture_output=True, text=True)
-    assert done.returncode == 0 and "compare RUN_A RUN_B" in done.stdout and "factstore docs" in done.stdout
+@pytest.mark.parametrize("command", [[sys.executable, "-m", "factstore"], [str(Path(sys.executable).parent / "factstore")]])
+def test_the_main_help_lists_each_command_with_one_line(command):
+    if not Path(command[0]).exists():
+        pytest.skip("the console script is not installed")
+    done = subprocess.run([*command, "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    heading = next(number for number, line in enumerate(lines) if line.startswith("commands ("))
+    listed = {line.split()[0]: line for line in lines[heading + 1:] if line.strip()}
+    assert set(listed) == {"compare", "docs"}
+    assert "compare RUN_A RUN_B [--changed-only]" in listed["compare"] and "what changed" in listed["compare"]
+    assert ("factstore" if len(command) == 1 else "python -m factstore") in lines[heading]
+
+
+def compare_at(root: Path, width: int, *arguments: str) -> subprocess.CompletedProcess:
+    """compare in a terminal `width` columns wide ($COLUMNS, which shutil.get_terminal_size reads first)."""
+    return subprocess.run([sys.executable, "-m", "factstore", "compare", *arguments], cwd=root, capture_output=True,
+                          text=True, env={**os.environ, "COLUMNS": str(width)})
+
+
+@pytest.fixture
+def wide_runs(tmp_path) -> tuple[str, str]:
+    """Two runs with a long claim id, many long metric names and a long config path."""
+    metrics = {f"a_rather_long_metric_name_number_{i}": 0.123456 * i for i in range(12)}
+    long_id = "S2.kernel-regression-learning-curve-exponent-matches-the-spectral-prediction"
+    a = make_run(tmp_path, "a", [record(long_id, "PASS", 1.0) | {"measured": metrics}, record("S1.a", "PASS", 1.0)],
+                 params={"scale": "smoke", "config_file": "config/" + "very_long_folder_name/" * 6 + "smoke.yaml"})
+    b = make_run(tmp_path, "b", [record(long_id, "FAIL", 1.0) | {"measured": {k: v + 1 for k, v in metrics.items()}},
+                                 record("S1.a", "PASS", 1.0)])
+    return a, b
+
+
+@pytest.mark.parametrize("width", [50, 80, 100, 160])
+def test_no_line_is_wider_than_the_terminal(tmp_path, wide_runs, width):
+    done = compare_at(tmp_path, width, *wide_runs)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(map(len, lines)) <= width, max(lines, key=len)
+    row = next(line for line in lines if line.startswith("S2."))
+    assert row.split()[-3:] == ["PASS", "FAIL", "status"]
+    if width < 100:
+        assert "…" in row.split()[0]  # the long id shortened with an ellipsis, the statuses kept whole
+    values = " ".join(line.strip() for line in lines if line.startswith("    ") or line.startswith("        "))
+    assert "a_rather_long_metric_name_number_11 = 2.47" in values or "a_rather_long_metric_name_number_11" in values
+
+
+def test_the_width_defaults_to_100_columns_off_a_terminal(tmp_path, wide_runs):
+    environment = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
+    done = subprocess.run([sys.executable, "-m", "factstore", "compare", *wide_runs], cwd=tmp_path,
+                          capture_output=True, text=True, env=environment)
+    lines = done.stdout.splitlines()
+    assert max(map(len, lines)) <= 100 and max(map(len, lines)) > 80
+
+
+def test_changed_only_keeps_value_changes_and_drops_unchanged_claims(tmp_path):
+    a = make_run(tmp_path, "a", [record("S1.a", "PASS", 1.0), record("S1.b", "PASS", 0.5), record("S1.c", "FAIL", 0.1)])
+    b = make_run(tmp_path, "b", [record("S1.a", "PASS", 1.0), record("S1.b", "PASS", 0.7), record("S1.c", "PASS", 0.9)])
+    done = compare_at(tmp_path, 100, "--changed-only", a, b)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines() if line.startswith("S1.")}
+    assert rows == {"S1.b": ["PASS", "PASS", "value"], "S1.c": ["FAIL", "PASS", "status"]}
+    assert "    A: x = 0.5" in done.stdout.splitlines() and "    B: x = 0.7" in done.stdout.splitlines()
+    assert done.stdout.rstrip().endswith("2 of 3 claims changed (1 in status, 1 in value only).")

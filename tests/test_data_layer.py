@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 
 import pytest
 
 from factstore.data import fetch as fetching, prepare
-from factstore.data.sources import SOURCES
+from factstore.data.sources import SOURCES, Source
 
 
 def test_fetch_from_mirror_verifies_sha256(tmp_path, mirror):
@@ -29,21 +30,26 @@ def test_corrupted_mirror_copy_is_rejected_and_leaves_nothing(tmp_path, mirror):
     assert not target.exists() and list(target.parent.iterdir()) == []
 
 
-def test_unreachable_source_names_every_attempt(tmp_path, monkeypatch):
+def test_unreachable_source_says_so_in_one_line_and_leaves_nothing(tmp_path, monkeypatch):
     calls = []
 
     def offline(url, target, timeout):
         calls.append(url)
+        target.write_bytes(b"partial")
         raise OSError("network is unreachable")
 
     monkeypatch.setattr(fetching, "_download", offline)
     monkeypatch.delenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, raising=False)
-    target = tmp_path / "train_wiki.json"
-    with pytest.raises(fetching.FetchError) as error:
-        fetching.fetch(SOURCES["fewrel_train_wiki"], target, retries=3, backoff_s=0)
+    target = tmp_path / "out" / "train_wiki.json"
+    with pytest.raises(fetching.SourceUnavailable) as error:
+        fetching.fetch(SOURCES["fewrel_train_wiki"], target, mirror=tmp_path / "mirror", retries=3, backoff_s=0)
     assert len(calls) == 3
-    assert "attempt 3/3" in str(error.value) and "FACTSTORE_DATA_MIRROR" in str(error.value)
-    assert not target.exists()
+    message = str(error.value)
+    assert "\n" not in message
+    for named in ("fewrel/train_wiki.json", str(tmp_path / "mirror"), SOURCES["fewrel_train_wiki"].url,
+                  "3 attempts", "network is unreachable", "FACTSTORE_DATA_MIRROR"):
+        assert named in message, named
+    assert not target.parent.exists() or list(target.parent.iterdir()) == []
 
 
 def test_download_with_wrong_bytes_is_not_retried_and_names_the_url(tmp_path, monkeypatch):
@@ -97,42 +103,60 @@ def test_git_blob_id_matches_git(tmp_path):
     assert fetching.git_blob_id(path) == expected
 
 
-def test_a_mirror_that_is_not_a_directory_falls_back_to_the_download_saying_so(tmp_path, capsys):
-    assert fetching.mirror_directory(tmp_path / "missing") is None
-    message = capsys.readouterr().err
-    assert message.count("\n") == 1 and "is not a directory: downloading from the sources instead" in message
+HELLO = Source(name="hello", path="greetings/hello.txt", url="https://example.org/hello.txt", license="none",
+               description="a hand-made file", sha256=hashlib.sha256(b"hello\n").hexdigest())
 
 
-def test_goodreads_tables(mirror):
-    facts = prepare.goodreads_facts(mirror / "hebbian-mlps/book_authors.csv")
-    assert len(facts) == 63317 and facts.book.is_unique and facts.author.is_unique
-    books = prepare.goodbooks_facts(mirror / "goodbooks10k/books.csv")
-    assert len(books) == 10000 and books.author.nunique() == 3888
-    assert not books.book.str.contains(r"#\d+\)$").any()
-    assert (books.book.str.len() > 0).all()
+@pytest.fixture
+def fake_download(monkeypatch):
+    """The network replaced: every download writes hello.txt's bytes and is counted."""
+    calls = []
+
+    def download(url, target, timeout):
+        calls.append(url)
+        target.write_bytes(b"hello\n")
+
+    monkeypatch.setattr(fetching, "_download", download)
+    monkeypatch.delenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, raising=False)
+    return calls
 
 
-def test_fewrel_split_is_630_70(mirror):
-    relations = json.loads((mirror / "fewrel/val_wiki.json").read_text())
-    names = json.loads((mirror / "fewrel/pid2name.json").read_text())
-    table = prepare.fewrel_sentences(relations, names, test_per_relation=70, seed=0)
-    counts = table.groupby(["relation", "split"]).size().unstack()
-    assert len(counts) == 16 and (counts["train"] == 630).all() and (counts["test"] == 70).all()
-    again = prepare.fewrel_sentences(relations, names, test_per_relation=70, seed=0)
-    assert table.equals(again)
+@pytest.mark.parametrize("mirror_kind, said", [
+    ("unset", "no data mirror is set (FACTSTORE_DATA_MIRROR)"),
+    ("missing folder", "is not a directory"),
+    ("empty folder", "has no greetings/hello.txt"),
+])
+def test_a_mirror_that_lacks_the_file_falls_back_to_the_verified_download_in_one_line(
+        tmp_path, monkeypatch, capsys, fake_download, mirror_kind, said):
+    folder = tmp_path / "mirror"
+    if mirror_kind == "empty folder":
+        folder.mkdir()
+    if mirror_kind != "unset":
+        monkeypatch.setenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, str(folder))
+    report = fetching.fetch(HELLO, tmp_path / "out" / "hello.txt", retries=1)
+    assert (tmp_path / "out" / "hello.txt").read_bytes() == b"hello\n"
+    assert report == {"origin": HELLO.url, "checksum": f"sha256:{HELLO.sha256}"}
+    assert fake_download == [HELLO.url]
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert "greetings/hello.txt" in lines[0] and said in lines[0] and f"downloading it from {HELLO.url}" in lines[0]
+    if mirror_kind != "unset":
+        assert str(folder) in lines[0]
 
 
-def test_wikipedia_paragraphs_from_the_package(tmp_path):
-    from factstore.experiments.fetch import wikipedia as fetch_wikipedia
-
-    content = fetch_wikipedia({}, {}, None)["file"]
-    (tmp_path / "w.json").write_bytes(content)
-    table = prepare.wikipedia_paragraphs(tmp_path / "w.json")
-    assert table.title.nunique() == 10033 and 10000 < len(table) < 11000
-    assert (table.words > 0).all()
+def test_a_fallback_download_with_the_wrong_bytes_is_refused(tmp_path, capsys, fake_download):
+    changed = Source(**{**HELLO.__dict__, "sha256": "0" * 64})
+    with pytest.raises(fetching.ChecksumError, match="sha256 mismatch for https://example.org/hello.txt"):
+        fetching.fetch(changed, tmp_path / "out" / "hello.txt", mirror=tmp_path / "empty", retries=1)
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
 
 
-# FewRel: unavailable may fall back (loudly), corrupt never.
+def test_a_mirror_holding_the_file_is_used_silently(tmp_path, capsys, fake_download):
+    (tmp_path / "mirror" / "greetings").mkdir(parents=True)
+    (tmp_path / "mirror" / "greetings" / "hello.txt").write_bytes(b"hello\n")
+    report = fetching.fetch(HELLO, tmp_path / "hello.txt", mirror=tmp_path / "mirror", retries=1)
+    assert report["origin"] == "mirror:greetings/hello.txt" and fake_download == []
+    assert capsys.readouterr().err == ""
 
 
 @pytest.fixture
@@ -159,7 +183,7 @@ def test_unavailable_train_wiki_falls_back_loudly(fewrel_mirror, capsys):
 
     report = fetch_fewrel(FETCH_PARAMS, {}, None)["report"]
     assert report["source"] == "fewrel_val_wiki" and report["fallback"] is True
-    assert "does not exist" in report["train_wiki_error"]
+    assert "has no fewrel/train_wiki.json" in report["train_wiki_error"]
     assert "WARNING: FewRel train_wiki.json is unavailable" in capsys.readouterr().err
 
 

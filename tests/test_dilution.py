@@ -254,6 +254,50 @@ def test_head_pruning_from_cached_encoder_states_equals_the_full_evaluation():
     assert not torch.equal(mlm.encoder_states(model, ids, labels, torch.device("cpu"), batch_size=4)[0][0], states[0][0])
 
 
+def test_later_block_pruning_with_the_first_block_replayed_equals_the_full_evaluation():
+    # prune_bert replays the unpruned first block's outputs when only later blocks are pruned
+    model = mlm.small_bert(vocab_size=50, hidden=16, layers=3, heads=2, intermediate=32, max_length=12, seed=0)
+    ids = torch.randint(5, 50, (10, 12), generator=torch.Generator().manual_seed(0))
+    ids[:3, 9:] = 0  # padding
+    labels = torch.full_like(ids, mlm.IGNORE)
+    labels[:, 2::3] = ids[:, 2::3]
+    ids[:, 2::3] = 4
+    first_block: list = []
+    unpruned = mlm.encoder_states(model, ids, labels, torch.device("cpu"), batch_size=4, first_block_into=first_block)
+    assert len(first_block) == 3 and not model.bert.encoder.layer[0]._forward_hooks
+    groups = mlm.prunable_groups(model)
+    assert mlm.leaves_first_block(model, groups["later_blocks"]) and mlm.leaves_first_block(model, groups["qkv"])
+    assert not mlm.leaves_first_block(model, groups["first_block"])
+    for group in ("later_blocks", "qkv"):
+        pruned = copy.deepcopy(model)
+        prune_by_magnitude(mlm.prunable_groups(pruned)[group], 0.7)
+        direct = mlm.encoder_states(pruned, ids, labels, torch.device("cpu"), batch_size=4)
+        replayed = mlm.encoder_states(pruned, ids, labels, torch.device("cpu"), batch_size=4, first_block_from=first_block)
+        assert all(torch.equal(a, b) for (a, _), (b, _) in zip(direct, replayed))
+        assert not torch.equal(direct[0][0], unpruned[0][0])
+        zeros = mlm.encoder_states(pruned, ids, labels, torch.device("cpu"), batch_size=4,
+                                   first_block_from=[torch.zeros_like(output) for output in first_block])
+        assert not torch.equal(zeros[0][0], direct[0][0])  # the recorded outputs are what the later blocks read
+        assert isinstance(pruned.bert.encoder.layer[0], type(model.bert.encoder.layer[0]))  # the block is put back
+
+
+def test_predicted_tokens_are_scored_as_the_argmax_scores_them_ties_and_nans_included():
+    logits = torch.randn(64, 300, generator=torch.Generator().manual_seed(0))
+    targets = torch.randint(300, (64,), generator=torch.Generator().manual_seed(1))
+    targets[:20] = logits[:20].argmax(-1)  # right predictions
+    logits[20, [5, 7]] = 50.0  # a tie: the argmax takes the first index
+    targets[20] = 7
+    logits[21, [5, 7]] = 50.0
+    targets[21] = 5
+    logits[22, 9], targets[22] = float("nan"), 9  # a NaN counts as the largest
+    logits[23, 9], targets[23] = float("nan"), 3
+    logits[24], logits[24, 0], targets[24] = 0.0, -0.0, 0  # signed zeros tie
+    logits[25], logits[25, 0], targets[25] = 0.0, -0.0, 1
+    expected = logits.argmax(-1) == targets
+    assert expected[[20, 21, 22, 23, 24, 25]].tolist() == [False, True, True, False, True, False]
+    assert torch.equal(mlm.predicts_target(logits, targets), expected)
+
+
 # -- FewRel on the mirror's files ---------------------------------------------------------------
 
 

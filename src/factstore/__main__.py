@@ -242,11 +242,13 @@ def run_step(
 def compare(argv: list[str]) -> int:
     """`compare RUN_A RUN_B`: each run's scale, config file and commit, both runs' claims and what
     changed (exit 0), or one line naming the file that is not a claims report and why (exit 2)."""
-    parser = argparse.ArgumentParser(prog="python -m factstore compare",
-                                     description="the claims of two runs side by side, and what changed")
+    parser = argparse.ArgumentParser(prog=f"{program_name()} compare",
+                                     description="the claims of two runs side by side, and what changed; the output "
+                                                 "fits the terminal's width (100 columns when not a terminal)")
     parser.add_argument("run_a", help="a run directory ('.', runs/paper) or its results/claims.json")
     parser.add_argument("run_b", help="the run to compare it with")
-    parser.add_argument("--changed-only", action="store_true", help="list only the claims whose status or values changed")
+    parser.add_argument("--changed-only", action="store_true",
+                        help="list only the claims whose status (verdict) or measured values changed")
     args = parser.parse_args(argv)
     # Imported by name, as the steps are: an import statement here would make the claims code a
     # code input of every rule (factstore.code_dependencies reads this file's imports), so that
@@ -277,6 +279,24 @@ def docs(argv: list[str]) -> int:
 
 
 COMMANDS = {"compare": compare, "docs": docs}
+# What `--help` lists under "commands", one line each.
+COMMAND_HELP = {
+    "compare RUN_A RUN_B [--changed-only]": "two runs' claims side by side, and what changed",
+    "docs [--check]": "rewrite (or check) the docs generated from config/claims.yaml",
+}
+
+
+def program_name() -> str:
+    """How the user called the package: 'factstore' (the console script) or 'python -m factstore'."""
+    called = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return "factstore" if called == "factstore" else "python -m factstore"
+
+
+def commands_help() -> str:
+    """The `commands:` section of --help: each command and its one-line description."""
+    column = max(map(len, COMMAND_HELP)) + 2
+    return (f"commands ({program_name()} COMMAND ...):\n"
+            + "\n".join(f"  {usage.ljust(column)}{text}" for usage, text in COMMAND_HELP.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,9 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] and argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])
     parser = argparse.ArgumentParser(
-        prog="python -m factstore", description=__doc__.split("\n\n")[0],
-        epilog="other commands: `python -m factstore compare RUN_A RUN_B` (two runs' claims side by side), "
-               "`python -m factstore docs [--check]` (the documentation generated from config/claims.yaml)")
+        prog=program_name(), description=" ".join(__doc__.split("\n\n")[0].split()), epilog=commands_help(),
+        usage=f"{program_name()} STEP [options] | {' | '.join(COMMAND_HELP)}",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", help="experiment step, MODULE.FUNCTION inside factstore.experiments")
     parser.add_argument("--params", default="{}", help="JSON object of parameters, or @file.json")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=PATH")

@@ -262,6 +262,39 @@ def truncated_quarter_circle_cdf(s: np.ndarray, rank_fraction: float) -> np.ndar
     return (base - quarter_circle_cdf(lower)) / rank_fraction
 
 
+def truncated_quarter_circle_quantiles(probabilities: np.ndarray, rank_fraction: float) -> np.ndarray:
+    """Quantiles of the top-kappa truncated quarter-circle law, in its own units (mean square 1).
+
+    The law of the optimal rank-m W's singular values (m = kappa d, d and the load to infinity;
+    docs/assoc_truncated_law.md derives it): the quarter circle kept on its top kappa of mass,
+    rescaled to mean square 1. probabilities: any shape in [0, 1]; returns the same shape.
+    Solved from the CDF by bracketing (the CDF is continuous and increasing on its support).
+    """
+    from scipy.optimize import brentq
+
+    lower, second_moment = truncated_quarter_circle(rank_fraction)
+    low, high = lower / math.sqrt(second_moment), 2.0 / math.sqrt(second_moment)
+    flat = np.clip(np.asarray(probabilities, dtype=float).ravel(), 0.0, 1.0)
+    out = np.array([low if q <= 0 else high if q >= 1 else
+                    brentq(lambda x: float(truncated_quarter_circle_cdf(x, rank_fraction)) - q, low, high, xtol=1e-12)
+                    for q in flat])
+    return out.reshape(np.shape(probabilities))
+
+
+def rank_capacity_ratio(rank_fraction: float) -> float:
+    """Predicted alpha_c(kappa) / alpha_c(1): the share of the quarter circle's second moment
+    carried by its top kappa of mass, integral_{s_kappa}^2 s^2 rho(s) ds (1 at kappa = 1).
+
+    In the large-margin limit a W of Frobenius norm fixed stores facts in proportion to its
+    alignment <W, G> with the Hebbian-like matrix G (quarter-circle spectrum); the best rank-m W
+    keeps G's top m singular values (Eckart-Young) and so keeps this share of <G, G>
+    (docs/assoc_truncated_law.md)."""
+    if rank_fraction >= 1:
+        return 1.0
+    _, second_moment = truncated_quarter_circle(rank_fraction)
+    return float(rank_fraction * second_moment)
+
+
 def ks_distance(samples: np.ndarray, cdf) -> float:
     """Kolmogorov-Smirnov distance between the empirical law of `samples` and a CDF."""
     from scipy.stats import kstest

@@ -5,7 +5,10 @@ Snakemake report): a headline counting PASS / FAIL / UNTESTABLE / NOT RUN (and h
 are fragile), the scale note once, then one section per work (S0 ... S4) with a one-line count
 and one row per claim: its short statement, status, measured value(s) with their standard errors
 against the expected range, the margin in standard errors, the figures that show it and a note
-only where one says something about that claim. Revisions are footnotes of their claim.
+only where one says something about that claim. Revisions are footnotes of their claim. A study's
+result warnings (factstore.claims.with_warnings puts them on every claim the study decides) are
+written once per study, under its work's table, each of its claims marked with the warnings' label
+(W1, W2, ...) in its note.
 
 Also here: the flat {claim id: {metric: value}} that DVC reads as a metric
 (results/claims_metrics.json) and what changed between two runs' records (`changes`, which
@@ -199,13 +202,60 @@ def header_lines(records: list[Record]) -> list[str]:
     ]
 
 
+WARNING_NOTE = "WARNING ("  # how factstore.claims.with_warnings starts the warning it adds to a note
+
+
+def own_note(record: Record) -> str:
+    """The record's note without the study's warnings appended to it (those are shown once per
+    study, study_warning_lines)."""
+    note = record.get("note", "")
+    if not record.get("warnings") or WARNING_NOTE not in note:
+        return note
+    return note[:note.index(WARNING_NOTE)].rstrip("; ")
+
+
+def study_warning_labels(rows: list[Record], first: int = 1) -> dict[tuple[str, tuple[str, ...]], str]:
+    """{(result, warnings): 'W<n>'} for each study (result file) of `rows` with warnings, numbered
+    from `first` in the order of the rows."""
+    labels: dict[tuple[str, tuple[str, ...]], str] = {}
+    for r in rows:
+        key = (str(r.get("result")), tuple(r.get("warnings") or ()))
+        if key[1] and key not in labels:
+            labels[key] = f"W{first + len(labels)}"
+    return labels
+
+
+def warning_label(record: Record, labels: dict[tuple[str, tuple[str, ...]], str]) -> str:
+    """The record's study-warning label ('W1'), or '' where its study logged none."""
+    return labels.get((str(record.get("result")), tuple(record.get("warnings") or ())), "")
+
+
+def note_text(record: Record, labels: dict[tuple[str, tuple[str, ...]], str]) -> str:
+    """The note cell: what is specific to the claim, then '⚠ W1' where its study logged warnings."""
+    label = warning_label(record, labels)
+    return "; ".join(filter(None, [own_note(record), f"⚠ {label}" if label else ""]))
+
+
+def study_warning_lines(rows: list[Record], labels: dict[tuple[str, tuple[str, ...]], str]) -> list[str]:
+    """One line per study with warnings: its label, the claims it marks, and every warning once."""
+    lines = []
+    for (result, messages), label in labels.items():
+        marked = [r["id"] for r in rows if warning_label(r, labels) == label]
+        lines.append(f"⚠ {label}: WARNING ({len(messages)} in the logs of the study behind {result}, for its "
+                     f"{len(marked)} claim{'s' if len(marked) != 1 else ''}: {', '.join(marked)}): "
+                     + "; ".join(f"({n}) {m}" for n, m in enumerate(messages, 1)))
+    return lines
+
+
 def markdown(records: list[Record]) -> str:
     """results/claims.md: the headline, then one section per work with its claims' rows and their
     revisions as footnotes."""
     lines = ["# Claims report", "", *header_lines(records)]
-    footnote = 0
+    footnote, warned = 0, 0
     for work in sorted({work_of(r) for r in records}):
         rows = [r for r in records if work_of(r) == work]
+        labels = study_warning_labels(rows, warned + 1)
+        warned += len(labels)
         lines += ["", f"## {work}: {rows[0]['work']}", "", count_line(rows), "",
                   "| id | status | robustness | claim | checks: measured ± SE, expected (margin in SE) | figures | note |",
                   "|---|---|---|---|---|---|---|"]
@@ -218,9 +268,10 @@ def markdown(records: list[Record]) -> str:
                 notes.append(f"[^{footnote}]: {r['id']} {revision}")
             figures = ", ".join(f"[{name}](../figures/{name}.png)" for name in r.get("figures", [])) or "-"
             cells = [r["id"], status_text(r), robustness_text(r), r["short"] + marks, "<br>".join(check_texts(r)),
-                     figures, r.get("note", "")]
+                     figures, note_text(r, labels)]
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
             choices += [f"- {r['id']}: {line}" for line in choice_lines(r)]
+        lines += ["", *study_warning_lines(rows, labels)] if labels else []
         lines += ["", f"Declared choices of {work}, each alternative's verdict:", "", *choices] if choices else []
         lines += ["", *notes] if notes else []
     lines += ["", "Statements, ranges and gates: config/claims.yaml; metrics: results/<study>/metrics.csv."]
@@ -239,8 +290,11 @@ def html_page(records: list[Record]) -> str:
     parts += [f"<p><b>{escape(count_line(records))}</b> of {len(records)} claims.</p>",
               f"<p><b>{escape(robustness_line(records))}.</b></p>"]
     parts += [f"<p>{escape(line)}</p>" for line in header[4:]]
+    warned = 0
     for work in sorted({work_of(r) for r in records}):
         rows = [r for r in records if work_of(r) == work]
+        labels = study_warning_labels(rows, warned + 1)
+        warned += len(labels)
         parts += [f"<h2>{escape(work)}: {escape(rows[0]['work'])}</h2><p>{escape(count_line(rows))}</p>",
                   "<table><tr><th>id</th><th>status</th><th>robustness</th><th>claim</th>"
                   "<th>checks: measured ± SE, expected (margin in SE)</th><th>figures</th><th>note</th></tr>"]
@@ -250,9 +304,10 @@ def html_page(records: list[Record]) -> str:
             choices = "".join(f"<br><small>{escape(line)}</small>" for line in choice_lines(r))
             cells = [escape(r["id"]), f"<span class='{css}'>{escape(status_text(r))}</span>",
                      escape(robustness_text(r)) + choices, escape(r["short"]) + revisions, "<br>".join(map(escape, check_texts(r))),
-                     escape(", ".join(r.get("figures", [])) or "-"), escape(r.get("note", ""))]
+                     escape(", ".join(r.get("figures", [])) or "-"), escape(note_text(r, labels))]
             parts.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
         parts.append("</table>")
+        parts += [f"<p>{escape(line)}</p>" for line in study_warning_lines(rows, labels)]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

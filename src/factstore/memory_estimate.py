@@ -140,10 +140,14 @@ def attention_terms(section: dict) -> list[Term]:
     contexts (R, N, H, d) and the logits and attention weights (R, N, H, n); the backward pass adds
     two gradients of the largest; the output logits (R, N, C) three times. H, n and d are the largest
     a sweep reaches (its own values, else the layer's or the sweep's fixed ones). Per-example
-    contexts add the data pool (max_size, n, d).
+    contexts add the data pool (max_size, n, d). With training.batch_size set, the activations are
+    a batch's, so they count min(batch_size, max_size) examples instead of N (the accuracy pass
+    runs in chunks of the batch, without autograd).
     """
     layer, search = section.get("layer", {}), section.get("search", {})
-    n_examples, models = search.get("max_size", 1), search.get("probes_per_round", 1)
+    pool_size, models = search.get("max_size", 1), search.get("probes_per_round", 1)
+    batch_size = section.get("training", {}).get("batch_size")
+    n_examples = min(batch_size, pool_size) if batch_size else pool_size
     classes = section.get("n_classes", 1)
     worst, worst_sweep, per_example_pool = 0.0, None, 0.0
     for name, sweep in section.get("sweeps", {}).items():
@@ -153,14 +157,15 @@ def attention_terms(section: dict) -> list[Term]:
             heads, d, n = sized.get("heads", 1), sized.get("d", 1), sized.get("n_context", 1)
             elements = models * n_examples * heads * (2 * d + 2 * n + 2 * max(d, n)) + 3 * models * n_examples * classes
             if "per_example" in sweep.get("contexts", []):
-                per_example_pool = max(per_example_pool, n_examples * n * d)
+                per_example_pool = max(per_example_pool, pool_size * n * d)
             if elements > worst:
                 worst, worst_sweep = elements, (name, heads, n, d)
     if worst_sweep is None:
         return []
     name, heads, n, d = worst_sweep
-    return [Term("attention", "search.max_size", n_examples,
-                 f"{models} models' activations at N = {n_examples} (sweep {name}: H = {heads}, n = {n}, d = {d})",
+    size_key = "training.batch_size" if batch_size else "search.max_size"
+    return [Term("attention", size_key, n_examples,
+                 f"{models} models' activations at {'a batch of' if batch_size else 'N ='} {n_examples} (sweep {name}: H = {heads}, n = {n}, d = {d})",
                  FLOAT32 * (worst + per_example_pool))]
 
 

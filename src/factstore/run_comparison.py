@@ -15,11 +15,16 @@ shown and the disagreement said; a field no file records reads "unknown".
 
 A path that is not a claims report (missing, truncated, claims_metrics.json, claims.md) raises
 RunError with one line naming the file and what is wrong.
+
+The text fits the terminal's width (shutil.get_terminal_size; 100 columns where the output is not
+a terminal, never under MINIMUM_WIDTH): a table cell too long for its column is shortened with an
+ellipsis, other lines are wrapped, so no line is wider.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -27,9 +32,29 @@ from typing import Any
 from factstore import claims_report, io
 
 Record = dict[str, Any]
-WIDTH = 100  # output lines wrap here
+WIDTH = 100  # output lines wrap here where the output is not a terminal
+MINIMUM_WIDTH = 40
 UNKNOWN = "unknown"
 HINT = "give a run directory ('.', runs/paper) or its results/claims.json"
+
+
+def terminal_width() -> int:
+    """The terminal's width in columns ($COLUMNS first), WIDTH where the output is not a terminal."""
+    return max(shutil.get_terminal_size((WIDTH, 24)).columns, MINIMUM_WIDTH)
+
+
+def shorten(cell: str, width: int) -> str:
+    """`cell` cut to `width` characters, its last one an ellipsis where it was cut."""
+    return cell if len(cell) <= width else cell[:width - 1] + "…"
+
+
+def column_widths(table: list[list[str]], width: int, gap: int = 2) -> list[int]:
+    """Each column's width: its longest cell, the widest column narrowed one character at a time
+    (down to 4) until a row of all columns and their gaps fits `width`."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    while sum(widths) + gap * (len(widths) - 1) > width and max(widths) > 4:
+        widths[widths.index(max(widths))] -= 1
+    return widths
 
 
 class RunError(Exception):
@@ -145,7 +170,7 @@ def scale_of(description: dict[str, Any]) -> str:
     return " / ".join(f"{scale} ({name})" for name, scale in description["scales"].items())
 
 
-def description_lines(label: str, description: dict[str, Any]) -> list[str]:
+def description_lines(label: str, description: dict[str, Any], width: int = WIDTH) -> list[str]:
     """'    scale smoke, config file config/smoke.yaml, commit 412e9e3dc475', then a note where the
     run's files disagree on its scale or the scale was set on the command line."""
     lines = [f"scale {scale_of(description)}, config file {description['config_file'] or UNKNOWN}, "
@@ -156,62 +181,73 @@ def description_lines(label: str, description: dict[str, Any]) -> list[str]:
     if "scale" in overrides:
         lines.append(f"note: {label}'s scale was set on the command line (--config scale={overrides['scale']}), "
                      f"over its config file {description['config_file'] or UNKNOWN}")
-    return [wrapped for line in lines for wrapped in _wrap(line, "    ")]
+    return [wrapped for line in lines for wrapped in _wrap(line, "    ", width)]
 
 
-def _wrap(text: str, indent: str) -> list[str]:
-    """`text` wrapped at WIDTH, continuation lines indented four more than the first."""
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "    ",
-                         break_long_words=False, break_on_hyphens=False)
+def _wrap(text: str, indent: str, width: int = WIDTH) -> list[str]:
+    """`text` wrapped at `width`, continuation lines indented four more than the first (a word
+    longer than a line, a path, is broken)."""
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "    ",
+                         break_on_hyphens=False)
 
 
-def _wrap_values(which: str, measured: str) -> list[str]:
-    """'    A: x = 1; y = 2' wrapped at WIDTH between values, never inside 'metric = value'."""
+def _wrap_values(which: str, measured: str, width: int = WIDTH) -> list[str]:
+    """'    A: x = 1; y = 2' wrapped at `width` between values, inside a 'metric = value' only where
+    that alone is wider than a line."""
     lines = [f"    {which}: "]
     for number, part in enumerate(measured.split("; ")):
         piece = part if number == 0 else "; " + part
-        if number and len(lines[-1]) + len(piece) > WIDTH:
+        if number and len(lines[-1]) + len(piece) > width:
             lines[-1] += ";"
             lines.append("        " + part)
         else:
             lines[-1] += piece
-    return lines
+    fitted = []
+    for line in lines:
+        indent = line[:len(line) - len(line.lstrip())]
+        fitted += [line] if len(line) <= width else _wrap(line.lstrip(), indent, width)
+    return fitted
 
 
 def comparison_lines(name_a: str, before: list[Record], description_a: dict[str, Any],
                      name_b: str, after: list[Record], description_b: dict[str, Any],
-                     changed_only: bool = False) -> list[str]:
-    """The comparison: each run's counts and what its files record, one row per claim (both
-    statuses and what changed, the measured values indented below where they differ; with
-    `changed_only`, the claims that changed alone) and the count of changes."""
-    lines = [f"A = {name_a}: {claims_report.count_line(before)}", *description_lines("A", description_a),
-             f"B = {name_b}: {claims_report.count_line(after)}", *description_lines("B", description_b)]
+                     changed_only: bool = False, width: int = WIDTH) -> list[str]:
+    """The comparison, no line wider than `width`: each run's counts and what its files record,
+    one row per claim (both statuses and what changed, the measured values indented below where
+    they differ; with `changed_only`, only the claims whose status or values changed) and the
+    count of changes."""
+    lines = [*_wrap(f"A = {name_a}: {claims_report.count_line(before)}", "", width),
+             *description_lines("A", description_a, width),
+             *_wrap(f"B = {name_b}: {claims_report.count_line(after)}", "", width),
+             *description_lines("B", description_b, width)]
     scales_a, scales_b = set(description_a["scales"].values()), set(description_b["scales"].values())
     if len(scales_a) == len(scales_b) == 1 and scales_a != scales_b:  # each run's files agree on one
         scale_a, scale_b = scales_a.pop(), scales_b.pop()
-        lines += _wrap(f"A and B ran at different scales ({scale_a}, {scale_b}): a change may be a scale effect.", "")
+        lines += _wrap(f"A and B ran at different scales ({scale_a}, {scale_b}): a change may be a scale effect.", "", width)
     every_row = claims_report.changes(before, after)
     rows = [row for row in every_row if row["changed"]] if changed_only else every_row
     table = [["id", "A: status", "B: status", "changed"]]
     table += [[r["id"], r["status_a"], r["status_b"], r["changed"]] for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines += ["", "Measured values are shown below a claim where the two runs' values differ.", ""]
+    widths = column_widths(table, width)
+    lines += ["", *_wrap("Measured values are shown below a claim where the two runs' values differ.", "", width), ""]
     for number, cells in enumerate(table):
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip())
+        lines.append("  ".join(shorten(cell, column).ljust(column) for cell, column in zip(cells, widths)).rstrip())
         row = rows[number - 1] if number else None
         if row and row["measured_a"] != row["measured_b"]:
-            lines += _wrap_values("A", row["measured_a"]) + _wrap_values("B", row["measured_b"])
+            lines += _wrap_values("A", row["measured_a"], width) + _wrap_values("B", row["measured_b"], width)
     changed = [r for r in every_row if r["changed"]]
     statuses = sum(r["changed"] == "status" for r in changed)
     values = sum(r["changed"] == "value" for r in changed)
-    lines += ["", f"{len(changed)} of {len(every_row)} claims changed ({statuses} in status, {values} in value only)."]
+    lines += ["", *_wrap(f"{len(changed)} of {len(every_row)} claims changed ({statuses} in status, "
+                         f"{values} in value only).", "", width)]
     return lines
 
 
-def compare_runs(run_a: str, run_b: str, changed_only: bool = False) -> str:
-    """The comparison text of two runs; RunError (one line) when either is not a claims report."""
+def compare_runs(run_a: str, run_b: str, changed_only: bool = False, width: int | None = None) -> str:
+    """The comparison text of two runs, no line wider than `width` (default: the terminal's,
+    terminal_width); RunError (one line) when either is not a claims report."""
     path_a, path_b = claims_path(run_a), claims_path(run_b)
     before, after = load_records(path_a), load_records(path_b)
     lines = comparison_lines(run_a, before, describe(path_a, before), run_b, after, describe(path_b, after),
-                             changed_only)
+                             changed_only, width or terminal_width())
     return "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ ATTENTION_TABLES = {
     )
     for sweep, section in ATTENTION["sweeps"].items()
     for context in section["contexts"]
-    for value in section["values"]
+    for value in section.get("context_values", {}).get(context, section["values"])
     for kind in ("capacity", "probes")
 }
 
@@ -44,6 +44,8 @@ rule attention_capacity:
             {k: ATTENTION[k] for k in ("seed", "n_classes", "training", "budget_check", "search", "assumption_subsets")},
             context=w.context,
             layer={k: int(w[k]) for k in ("d", "heads", "n_context", "d_head", "d_value")},
+            score_scale=ATTENTION["layer"]["score_scale"],
+            biases=ATTENTION["layer"]["biases"],
         ),
         io=runner_io,
     threads: config["threads"]
@@ -65,7 +67,7 @@ rule attention_summary:
         code=step_code("attention"),
     params:
         step="attention.summary",
-        json=as_json({}),
+        json=as_json({"relative_resolution": ATTENTION["search"]["relative_resolution"]}),
         io=runner_io,
     log:
         "logs/attention/summary.log",

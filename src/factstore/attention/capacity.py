@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 from torch.func import functional_call, stack_module_state
 from tqdm import tqdm
 
@@ -30,7 +31,12 @@ from factstore.training import check_finite
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """Adam with linear warm-up and cosine decay, full batch; stop once every model fits.
+    """Adam with linear warm-up and cosine decay; stop once every model fits.
+
+    Full batch, or `batch_size` examples a step per model (the paper's 256): each model draws its
+    batch from its own examples, and its training accuracy is read over all of them once per
+    epoch (ceil(N_max / batch_size) steps), in chunks of batch_size, so memory grows with the
+    batch, not with N.
 
     A model "fits" when its training accuracy reaches `target_accuracy` at some step. `patience`
     (steps, after warm-up) ends a batch early when no unfitted model has gained a correct example
@@ -43,6 +49,7 @@ class TrainSettings:
     final_lr_fraction: float = 0.0
     target_accuracy: float = 1.0
     patience: int | None = None
+    batch_size: int | None = None  # examples per step and model; None (or >= N): full batch
 
 
 @dataclass(frozen=True)
@@ -105,8 +112,10 @@ def fit_sizes(
     The R = len(sizes) models run as one batched forward (torch.func.vmap over stacked weights) on
     the largest prefix; a mask (R, N_max) restricts each model's loss and accuracy to its own
     examples, and the loss is the sum of the per-model means, so the models do not interact
-    (Adam is elementwise). Accuracy is read from the logits of each training step, before its
-    update, so it costs nothing extra.
+    (Adam is elementwise). Full batch: accuracy is read from the logits of each training step,
+    before its update, so it costs nothing extra. With settings.batch_size below N_max each model
+    trains on its own mini-batches (`_minibatch_loss`) and its accuracy over all its examples is
+    read once per epoch and at the last step (`_correct_counts`).
     """
     sizes = [int(size) for size in sizes]
     if not sizes or min(sizes) < 1 or max(sizes) > pool.size:
@@ -115,13 +124,14 @@ def fit_sizes(
     labels = data.labels  # (N_max,)
     size_tensor = torch.tensor(sizes, device=device)
     mask = (torch.arange(data.size, device=device)[None, :] < size_tensor[:, None]).float()  # (R, N_max)
+    batch = settings.batch_size if settings.batch_size and settings.batch_size < data.size else None
 
     template, params, buffers = _stacked_models(shape, len(sizes), generator, device)
 
     def model_logits(model_params, model_buffers, queries, contexts):
         return functional_call(template, (model_params, model_buffers), (queries, contexts))
 
-    batched_logits = torch.vmap(model_logits, in_dims=(0, 0, None, None))
+    batched_logits = torch.vmap(model_logits, in_dims=(0, 0, None, None))  # every model on the same examples
     optimizer = torch.optim.Adam(params.values(), lr=settings.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, settings))
 
@@ -131,14 +141,21 @@ def fit_sizes(
     fitted_at = [None] * len(sizes)
     target_correct = torch.ceil(settings.target_accuracy * size_tensor - 1e-9)
     last_gain, step = 0, 0
+    epoch_steps = math.ceil(data.size / batch) if batch else 1
     for step in tqdm(range(settings.max_steps), desc=f"fitting N = {sizes}", mininterval=5, leave=False):
-        logits = batched_logits(params, buffers, data.queries, data.contexts)  # (R, N_max, C)
-        losses = F.cross_entropy(logits.flatten(0, 1), labels.repeat(len(sizes)), reduction="none")
-        loss = (losses.view(len(sizes), -1) * mask).sum(dim=1).div(size_tensor).sum()
+        if batch is None:
+            logits = batched_logits(params, buffers, data.queries, data.contexts)  # (R, N_max, C)
+            losses = F.cross_entropy(logits.flatten(0, 1), labels.repeat(len(sizes)), reduction="none")
+            loss = (losses.view(len(sizes), -1) * mask).sum(dim=1).div(size_tensor).sum()
+            correct = ((logits.argmax(dim=-1) == labels).float() * mask).sum(dim=1).detach()
+        else:
+            loss = _minibatch_loss(template, params, buffers, data, size_tensor, batch, generator)
+            correct = _correct_counts(batched_logits, params, buffers, data, mask, batch) \
+                if step % epoch_steps == 0 or step == settings.max_steps - 1 else None
         check_finite(loss, None, where=f"attention.fit_sizes(sizes={sizes}, {shape}, learning_rate="
                      f"{settings.lr})", step=step)
-        with torch.no_grad():
-            final_correct = ((logits.argmax(dim=-1) == labels).float() * mask).sum(dim=1)
+        if correct is not None:
+            final_correct = correct
             gained = (final_correct > best_correct) & (best_correct < target_correct)
             if gained.any():
                 last_gain = step  # an unfitted model recalled more examples than ever before
@@ -168,6 +185,42 @@ def fit_sizes(
         )
         for run, size in enumerate(sizes)
     ]
+
+
+def _minibatch_loss(template, params, buffers, data: MemorisationData, sizes: Tensor, batch: int,
+                    generator: torch.Generator) -> Tensor:
+    """Sum over the R models of the mean cross-entropy on `batch` examples each model draws
+    uniformly, without replacement within the step, from its own first sizes[r] examples (a model
+    with fewer examples than the batch uses each once). Returns a scalar."""
+    n_models, n_max = sizes.shape[0], data.size
+    keys = torch.rand(n_models, n_max, generator=generator).to(sizes.device)
+    keys = keys.masked_fill(torch.arange(n_max, device=sizes.device)[None, :] >= sizes[:, None], 2.0)
+    picked = keys.topk(batch, dim=1, largest=False).indices  # (R, B): own examples first, in random order
+    valid = (picked < sizes[:, None]).float()
+    contexts = data.contexts if data.shared_context else data.contexts[picked]  # (n, d) or (R, B, n, d)
+
+    def model_logits(model_params, model_buffers, queries, model_contexts):
+        return functional_call(template, (model_params, model_buffers), (queries, model_contexts))
+
+    logits = torch.vmap(model_logits, in_dims=(0, 0, 0, None if data.shared_context else 0))(
+        params, buffers, data.queries[picked], contexts)  # (R, B, C)
+    losses = F.cross_entropy(logits.flatten(0, 1), data.labels[picked].flatten(), reduction="none").view(n_models, batch)
+    return ((losses * valid).sum(dim=1) / valid.sum(dim=1)).sum()
+
+
+@torch.no_grad()
+def _correct_counts(batched_logits, params, buffers, data: MemorisationData, mask: Tensor, chunk: int) -> Tensor:
+    """Per model, how many of its own examples it decodes right (R,), read over the whole prefix in
+    chunks of `chunk` examples (memory of one chunk's logits, not of N's)."""
+    correct = torch.zeros(mask.shape[0], device=mask.device)
+    for start in range(0, data.size, chunk):
+        part = data.prefix(min(start + chunk, data.size))
+        queries = part.queries[start:]
+        contexts = part.contexts if part.shared_context else part.contexts[start:]
+        logits = batched_logits(params, buffers, queries, contexts)  # (R, chunk, C)
+        hits = (logits.argmax(dim=-1) == part.labels[start:]).float()
+        correct += (hits * mask[:, start:start + queries.shape[0]]).sum(dim=1)
+    return correct
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 CONTEXT_KINDS = ("shared", "per_example")
+SCORE_SCALES = ("model_dim", "head_dim")
 
 
 # --------------------------------------------------------------------------------------------
@@ -32,10 +33,22 @@ class AttentionShape:
     d_head: int = 8
     d_value: int = 8
     n_classes: int = 100
+    score_scale: str = "model_dim"  # scores / sqrt(d) as the paper's code ("model_dim"), or / sqrt(d_h) ("head_dim")
+    biases: bool = True  # the paper's code's biases: its input embedding's (d) and its decoder's (C)
+
+    def __post_init__(self):
+        if self.score_scale not in SCORE_SCALES:
+            raise ValueError(f"score_scale must be one of {SCORE_SCALES}, got '{self.score_scale}'")
+
+    def score_divisor(self) -> float:
+        """What the attention scores are divided by: sqrt(d) (the paper's code) or sqrt(d_h)."""
+        return math.sqrt(self.d if self.score_scale == "model_dim" else self.d_head)
 
     def n_params(self) -> int:
-        """Trainable parameters, H d (2 d_h + 2 d_v) + d C; equals `MultiHeadAttentionMemory.n_params`."""
-        return self.heads * self.d * (2 * self.d_head + 2 * self.d_value) + self.d * self.n_classes
+        """Trainable parameters, H d (2 d_h + 2 d_v) + d C (+ d + C with biases); equals
+        `MultiHeadAttentionMemory.n_params`."""
+        weights = self.heads * self.d * (2 * self.d_head + 2 * self.d_value) + self.d * self.n_classes
+        return weights + (self.d + self.n_classes if self.biases else 0)
 
 
 def softmax_last(logits: Tensor) -> Tensor:
@@ -52,7 +65,10 @@ class MultiHeadAttentionMemory(nn.Module):
 
     The input sequence [e; E] comes split in two: queries e (B, d) and contexts E (B, n, d), or
     one shared context (n, d) for the whole batch (no copy per example). Returns logits (B, C).
-    No biases, no residual, no normalisation: exactly the paper's layer.
+    No residual, no normalisation. With `shape.biases` it has the paper's code's two biases: its
+    input embedding's, a vector b (d) added to every token (the embedding's weight is absorbed
+    into W_Q, W_K, W_V, which are its only readers), and its decoder's (C). Its attention has no
+    biases. Biases start at 0.
     """
 
     def __init__(self, shape: AttentionShape, generator: torch.Generator | None = None):
@@ -68,6 +84,9 @@ class MultiHeadAttentionMemory(nn.Module):
         self.w_value = weight(heads, d, d_value, fan_in=d)  # W_V,h (d, d_v)
         self.w_out = weight(heads, d_value, d, fan_in=heads * d_value)  # W_O,h (d_v, d)
         self.w_readout = weight(d, shape.n_classes, fan_in=d)  # W_D (d, C)
+        if shape.biases:
+            self.token_bias = nn.Parameter(torch.zeros(d))  # the input embedding's bias b (d)
+            self.readout_bias = nn.Parameter(torch.zeros(shape.n_classes))  # the decoder's bias (C)
 
     @property
     def n_params(self) -> int:
@@ -75,6 +94,8 @@ class MultiHeadAttentionMemory(nn.Module):
 
     def forward(self, queries: Tensor, contexts: Tensor) -> Tensor:
         batch, (heads, d) = queries.shape[0], self.w_query.shape[:2]
+        if self.shape.biases:
+            queries, contexts = queries + self.token_bias, contexts + self.token_bias
         # Per head only the products W_Q W_K^T and W_V W_O (d, d) matter; forming them first makes
         # the whole layer five large matrix products instead of many small ones (same function).
         query_key = self.w_query @ self.w_key.mT  # (H, d, d)
@@ -82,11 +103,12 @@ class MultiHeadAttentionMemory(nn.Module):
         key_direction = queries @ query_key.transpose(0, 1).reshape(d, heads * d)  # W_K W_Q^T e: (B, H d)
         key_direction = key_direction.view(batch, heads, d)
         # matmul broadcasts a shared context (n, d) over the batch and pairs per-example ones (B, n, d).
-        logits = key_direction @ contexts.mT / math.sqrt(self.shape.d_head)  # alpha_h: (B, H, n)
+        logits = key_direction @ contexts.mT / self.shape.score_divisor()  # alpha_h: (B, H, n)
         attention = softmax_last(logits)  # theta_h: (B, H, n)
         mixed_context = attention @ contexts  # z_h = E^T theta_h: (B, H, d)
         output = mixed_context.reshape(batch, heads * d) @ value_out.reshape(heads * d, d)  # o: (B, d)
-        return output @ self.w_readout  # W_D^T o: (B, C)
+        logits = output @ self.w_readout  # W_D^T o: (B, C)
+        return logits + self.readout_bias if self.shape.biases else logits
 
 
 # --------------------------------------------------------------------------------------------

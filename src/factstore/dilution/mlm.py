@@ -233,20 +233,57 @@ def partition_masks(
 
 @torch.no_grad()
 def encoder_states(model, inputs: torch.Tensor, labels: torch.Tensor, device: torch.device,
-                   batch_size: int = 64) -> list[tuple[torch.Tensor, torch.Tensor]]:
+                   batch_size: int = 64, first_block_into: list | None = None,
+                   first_block_from: list | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The encoder's last hidden states at the masked positions, batch by batch: a list of
     (hidden (m, hidden), targets (m,)), the m masked positions of each batch of `batch_size` rows
     in row-major order of labels != -100. Pruning only the MLM head leaves these unchanged, so
-    a sweep over head pruning rates computes them once (`head_correct`)."""
+    a sweep over head pruning rates computes them once (`head_correct`).
+
+    first_block_into: a list that receives the first block's output of each batch ((b, L, hidden));
+    first_block_from: such a list, replayed in place of the first block (`ReplayedBlock`), for a
+    model whose embeddings and first block are those that filled it (pruning later blocks only,
+    `leaves_first_block`): the same numbers without computing the first block again.
+    """
     model.to(device).eval()
-    states = []
-    for start in range(0, len(inputs), batch_size):
-        batch_inputs, batch_labels = inputs[start : start + batch_size].to(device), labels[start : start + batch_size].to(device)
-        attention = (batch_inputs != model.config.pad_token_id).long()
-        hidden = model.bert(input_ids=batch_inputs, attention_mask=attention).last_hidden_state
-        picked = batch_labels != IGNORE
-        states.append((hidden[picked], batch_labels[picked]))
+    blocks = model.bert.encoder.layer
+    first = blocks[0]
+    hook = first.register_forward_hook(lambda module, args, output: first_block_into.append(output)) \
+        if first_block_into is not None else None
+    if first_block_from is not None:
+        blocks[0] = ReplayedBlock(first_block_from)
+    try:
+        states = []
+        for start in range(0, len(inputs), batch_size):
+            batch_inputs, batch_labels = inputs[start : start + batch_size].to(device), labels[start : start + batch_size].to(device)
+            attention = (batch_inputs != model.config.pad_token_id).long()
+            hidden = model.bert(input_ids=batch_inputs, attention_mask=attention).last_hidden_state
+            picked = batch_labels != IGNORE
+            states.append((hidden[picked], batch_labels[picked]))
+    finally:
+        blocks[0] = first
+        if hook is not None:
+            hook.remove()
     return states
+
+
+class ReplayedBlock(nn.Module):
+    """Stands in for an encoder block: returns the recorded outputs (a list of tensors), one per
+    call in order, whatever its input."""
+
+    def __init__(self, outputs: list[torch.Tensor]):
+        super().__init__()
+        self.outputs = iter(outputs)
+
+    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        return next(self.outputs)
+
+
+def leaves_first_block(model, weights: Sequence[tuple[nn.Module, str]]) -> bool:
+    """Whether no module of `weights` belongs to the embeddings or the first encoder block: pruning
+    them leaves the first block's output unchanged (`encoder_states`' first_block_from)."""
+    early = {id(module) for part in (model.bert.embeddings, model.bert.encoder.layer[0]) for module in part.modules()}
+    return not any(id(module) in early for module, _ in weights)
 
 
 @torch.no_grad()
@@ -254,13 +291,30 @@ def head_correct(model, states: list[tuple[torch.Tensor, torch.Tensor]]) -> torc
     """Bool (M,): whether the MLM head of `model` predicts each masked token right from the
     encoder states of `encoder_states` (the same batches, so the same numbers as token_correct)."""
     model.eval()
-    return torch.cat([(model.cls(hidden).argmax(-1) == targets).cpu() for hidden, targets in states])
+    return torch.cat([predicts_target(model.cls(hidden), targets).cpu() for hidden, targets in states])
 
 
-def token_correct(model, inputs: torch.Tensor, labels: torch.Tensor, device: torch.device, batch_size: int = 64) -> torch.Tensor:
+def predicts_target(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Bool (m,): logits.argmax(-1) == targets, for logits (m, V) and targets (m,).
+
+    The same booleans as the argmax (ties go to the first index, a NaN counts as the largest),
+    at about a tenth of its cost over a vocabulary: a row whose target logit is below the row's
+    maximum is wrong without an argmax, so the argmax runs only on the rows whose target logit
+    equals the maximum (or whose maximum is NaN), where it settles ties.
+    """
+    rows = torch.arange(len(targets), device=logits.device)
+    largest = logits.amax(-1)
+    candidates = ((logits[rows, targets] == largest) | torch.isnan(largest)).nonzero().squeeze(1)
+    correct = torch.zeros(len(targets), dtype=torch.bool, device=logits.device)
+    correct[candidates] = logits[candidates].argmax(-1) == targets[candidates]
+    return correct
+
+
+def token_correct(model, inputs: torch.Tensor, labels: torch.Tensor, device: torch.device, batch_size: int = 64,
+                  first_block_from: list | None = None) -> torch.Tensor:
     """Bool (M,): whether the argmax prediction at each of the M masked positions (row-major order
-    of labels != -100) is the original token."""
-    return head_correct(model, encoder_states(model, inputs, labels, device, batch_size))
+    of labels != -100) is the original token. first_block_from: as for encoder_states."""
+    return head_correct(model, encoder_states(model, inputs, labels, device, batch_size, first_block_from=first_block_from))
 
 
 def in_head(model, weights: Sequence[tuple[nn.Module, str]]) -> bool:

@@ -200,9 +200,14 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         metrics.add(f"{row.problem}_capacity_mean_accuracy_d{row.d}", row.alpha_c,
                     f"mean accuracy >= {threshold} (apparent capacity, reported), p_c = {row.p_c}")
     original_curves = curves[(curves.method == "trained") & (curves.problem == "original") & (curves.rank_fraction == 1.0)]
-    errors = capacity_fit_standard_errors(original_curves, BOOTSTRAP_RESAMPLES, params["seed"])
+    errors, interval = capacity_fit_bootstrap(original_curves, BOOTSTRAP_RESAMPLES, params["seed"])
     for name, value, detail in optimal_capacity_metrics(trained, threshold):
         metrics.add(name, value, detail, standard_error=errors.get(name))
+    if interval is not None:
+        for name, value, bound in zip(("optimal_capacity_extrapolated_interval_low", "optimal_capacity_extrapolated_interval_high"),
+                                      interval, ("lower", "upper")):
+            metrics.add(name, value, f"{bound} end of the 95% percentile bootstrap interval of the extrapolated capacity a "
+                        f"({BOOTSTRAP_RESAMPLES} resamples of each d's seeds; reported)")
 
     hebbian_largest = hebbian_all.sort_values("d").iloc[-1]
     for row in hebbian_all.itertuples():
@@ -252,6 +257,10 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
         metrics.add(f"rank_capacity_kappa{row.rank_fraction:g}", row.alpha_c, f"d = {row.d}, all facts in >= half the seeds")
     if len(rank) >= 2:
         metrics.add("rank_capacity_spearman", spearman(rank.rank_fraction, rank.alpha_c), "capacity vs kappa")
+    rank_curves = curves[(curves.method == "trained") & (curves.problem == "original") & (curves.d == params["rank_d"])
+                         & (curves.rank_fraction < 1.0)]
+    for name, value, detail in rank_curve_metrics(rank, np.sort(rank_curves.alpha.unique())):
+        metrics.add(name, value, detail)
     if "rank_check" in inputs:
         check = read_table(inputs["rank_check"])
         kappa = float(check.rank_fraction.iloc[0])
@@ -291,18 +300,26 @@ def optimal_capacity_metrics(trained: pd.DataFrame, threshold: float) -> list[tu
 
 
 def capacity_fit_standard_errors(original: pd.DataFrame, n_resamples: int, seed: int) -> dict[str, float]:
+    """The standard errors of `capacity_fit_bootstrap` alone."""
+    return capacity_fit_bootstrap(original, n_resamples, seed)[0]
+
+
+def capacity_fit_bootstrap(
+    original: pd.DataFrame, n_resamples: int, seed: int
+) -> tuple[dict[str, float], tuple[float, float] | None]:
     """Standard errors of S1.optimal-capacity's fitted intercept a and slope b (alpha_c = a + b /
     ln p_c), by a bootstrap over seeds (scipy.stats.bootstrap, percentile): each d's seeds are
     resampled on their own (d's may have different seed counts; a seed is one problem instance per
     load), the perfect-storage capacity of each d recomputed as `perfect_storage_capacities` does
     and the line refitted. original: full-rank trained curves of the original problem (columns d,
     alpha, seed, accuracy). Returns {metric name: standard error}; nan where a resample leaves
-    fewer than two d with a capacity on the grid."""
+    fewer than two d with a capacity on the grid. Also returns the 95% percentile interval
+    (low, high) of the intercept a from the same resamples (None with fewer than two d)."""
     from scipy.stats import bootstrap
 
     dims = sorted(original["d"].unique())
     if len(dims) < 2:
-        return {}
+        return {}, None
     stored = {d: original[original.d == d].pivot_table(index="seed", columns="alpha", values="accuracy") >= 1.0 for d in dims}
 
     def fit(*seed_rows):
@@ -322,7 +339,8 @@ def capacity_fit_standard_errors(original: pd.DataFrame, n_resamples: int, seed:
     result = bootstrap(samples, fit, vectorized=False, paired=False, n_resamples=n_resamples, method="percentile",
                        rng=np.random.default_rng(seed))
     intercept_error, slope_error = result.standard_error
-    return {"optimal_capacity_extrapolated": float(intercept_error), "optimal_capacity_slope_b": float(slope_error)}
+    interval = (float(result.confidence_interval.low[0]), float(result.confidence_interval.high[0]))
+    return {"optimal_capacity_extrapolated": float(intercept_error), "optimal_capacity_slope_b": float(slope_error)}, interval
 
 
 def decoupled_gap_grid_steps(capacities: pd.DataFrame, curves: pd.DataFrame) -> pd.Series:
@@ -364,6 +382,40 @@ def transition_accuracy_gaps(curves: pd.DataFrame) -> pd.Series:
     return (both["original"] - both["decoupled"]).abs()[window]
 
 
+# S1.rank-capacity's predicted curves alpha_c(kappa) / alpha_c(1): the derived one (the top-kappa
+# share of the quarter circle's second moment) and, as the declared alternative, parameters per fact.
+RANK_CURVES = {
+    "rank_capacity_curve_gap_grid_steps": ("the quarter circle's top-kappa second-moment share", assoc.rank_capacity_ratio),
+    "rank_capacity_curve_gap_grid_steps_parameter_count": ("the parameter count kappa (2 - kappa) (reported)",
+                                                           lambda kappa: kappa * (2 - kappa)),
+}
+
+
+def rank_curve_metrics(rank: pd.DataFrame, loads: np.ndarray) -> list[tuple[str, float, str]]:
+    """S1.rank-capacity's curve: per kappa < 1 the measured ratio alpha_c(kappa) / alpha_c(1), and
+    for each predicted curve of RANK_CURVES the largest |alpha_c(kappa) - ratio(kappa) alpha_c(1)|
+    over kappa in steps of the rank load grid around the two values (`grid_spacing`). rank: the
+    capacity rows of one d (rank_fraction, alpha_c), the full-rank row (1.0) among them; loads:
+    the rank runs' sorted load grid. Empty without a full-rank capacity or a kappa < 1."""
+    by_kappa = rank.set_index("rank_fraction")["alpha_c"].astype(float)
+    full = by_kappa.get(1.0, np.nan)
+    kappas = [k for k in by_kappa.index if k < 1 and np.isfinite(by_kappa[k])]
+    if not np.isfinite(full) or not kappas or len(loads) < 2:
+        return []
+    out = [(f"rank_capacity_ratio_kappa{k:g}", by_kappa[k] / full,
+            f"alpha_c(kappa) / alpha_c(1) = {by_kappa[k]:.4g} / {full:.4g} (predicted {assoc.rank_capacity_ratio(k):.3f}; "
+            f"parameter count {k * (2 - k):.3f})") for k in kappas]
+    for name, (what, ratio) in RANK_CURVES.items():
+        steps = {}
+        for k in kappas:
+            measured, predicted = by_kappa[k], ratio(k) * full
+            steps[k] = abs(measured - predicted) / grid_spacing(loads, min(measured, predicted), max(measured, predicted))
+        listed = ", ".join(f"kappa {k:g}: {v:.3g}" for k, v in steps.items())
+        out.append((name, max(steps.values()), f"largest |alpha_c(kappa) - ratio(kappa) alpha_c(1)| in rank-grid steps, "
+                    f"ratio = {what}, alpha_c(1) = {full:.4g} ({listed})"))
+    return out
+
+
 def rank_check_metrics(baseline: pd.DataFrame, check: pd.DataFrame, alphas: list[float]) -> list[tuple[str, float, str]]:
     """S1.rank-capacity's optimisation check: each variant's capacity (all facts in >= half the
     seeds) on the window it was run on, the baseline's curve standing in below the window; a
@@ -401,6 +453,7 @@ def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) 
     if "stage" not in spectra:
         spectra = spectra.assign(stage="trained")
     out, samples, gains = [], {}, {}
+    over_critical = {stage: {} for stage in OVER_CRITICAL_METRICS}  # stage -> {kappa: KS / 5% critical value}
     for (problem, kappa), group in spectra[spectra.d == d].groupby(["problem", "rank_fraction"]):
         alpha = assoc.spectrum_load(capacity, spectra, problem, d, kappa)
         at_load = group[group.alpha == alpha]
@@ -418,7 +471,7 @@ def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) 
                              "decoupled": "quarter_circle_ks_critical_decoupled"}[problem]
             out.append((critical_name, critical, f"5% KS critical value for the pooled sample of {len(values)} (reported)"))
             continue
-        # Rank m < d: the top-kappa truncation of the law (this project's reconstruction,
+        # Rank m < d: the top-kappa truncation of the law (the optimal rank-m W's law, derived in
         # docs/assoc_truncated_law.md), for the trained W and for its initialisation.
         initial = at_load[at_load.stage == "initial"].singular_value.to_numpy()
         trained_ks, initial_ks = rank_spectrum_ks(values, initial, kappa)
@@ -432,13 +485,52 @@ def _spectrum_statistics(spectra: pd.DataFrame, capacity: pd.DataFrame, d: int) 
                     f"5% KS critical value for the pooled sample of {len(values)} (reported)"))
         out.append((f"quarter_circle_ks_{problem}_kappa{kappa:g}", assoc.ks_distance(values, assoc.quarter_circle_cdf), detail))
         gains[kappa] = initial_ks - trained_ks
+        if problem == "original":
+            for stage, ks in (("trained", trained_ks), ("hebbian", hebbian_ks), ("initial", initial_ks)):
+                over_critical[stage][kappa] = ks / critical
+            above = np.sort(group.alpha.unique())
+            above = above[above > alpha]
+            if above.size:  # the declared alternative load: the first grid load above the capacity
+                beyond = group[(group.alpha == above[0]) & (group.stage == "trained")].singular_value.to_numpy()
+                over_critical["above_capacity"][kappa] = (rank_spectrum_ks(beyond, beyond[:0], kappa)[0]
+                                                          / float(kstwo.ppf(0.95, len(beyond))))
     if gains:
         listed = ", ".join(f"kappa {k:g}: {g:+.3g}" for k, g in sorted(gains.items()))
         out.append(("rank_spectrum_ks_gain", min(gains.values()),
-                    f"KS(initial W, truncated law) - KS(trained W, truncated law), smallest over kappa ({listed}), d = {d}"))
+                    f"KS(initial W, truncated law) - KS(trained W, truncated law), smallest over kappa ({listed}), d = {d} (reported)"))
+    out += _over_critical_metrics(over_critical, d)
     if ("original", 1.0) in samples and ("decoupled", 1.0) in samples:
         statistic = ks_2samp(samples["original", 1.0], samples["decoupled", 1.0]).statistic
         out.append(("spectrum_ks_original_vs_decoupled", statistic, f"two-sample KS, d = {d}"))
+    return out
+
+
+# S1.quarter-circle's check and its two comparisons: the largest, over the kappa run, of a W's KS
+# distance to the truncated law divided by the 5% KS critical value of its pooled sample size.
+OVER_CRITICAL_METRICS = {
+    "trained": ("rank_spectrum_ks_over_critical", "the trained W = Q R^T"),
+    "hebbian": ("rank_spectrum_ks_over_critical_hebbian",
+                "the Hebbian W of the same facts cut to its top kappa d values (a matrix drawn from the law's own model; reported)"),
+    "initial": ("rank_spectrum_ks_over_critical_initial",
+                "the initial W = Q R^T, a product of two Gaussian factors (reported)"),
+    "above_capacity": ("rank_spectrum_ks_over_critical_above_capacity",
+                       "the trained W = Q R^T at the first grid load above the measured capacity (a declared alternative load)"),
+}
+
+
+def _over_critical_metrics(over_critical: dict[str, dict[float, float]], d: int) -> list[tuple[str, float, str]]:
+    """Per stage (trained, hebbian, initial, above_capacity), the largest over kappa of KS(W, truncated law) / the 5%
+    KS critical value of the pooled sample size: at most 1 means that W's top-kappa spectrum is
+    within the finite-size KS reference of the law at every kappa. over_critical: stage -> {kappa:
+    ratio}, kappa < 1 of the original problem; stages without a value are left out."""
+    out = []
+    for stage, (name, what) in OVER_CRITICAL_METRICS.items():
+        ratios = {k: v for k, v in over_critical.get(stage, {}).items() if np.isfinite(v)}
+        if not ratios:
+            continue
+        listed = ", ".join(f"kappa {k:g}: {v:.3g}" for k, v in sorted(ratios.items()))
+        out.append((name, max(ratios.values()),
+                    f"KS(W, truncated law) / 5% KS critical value, largest over kappa, for {what}, d = {d} ({listed})"))
     return out
 
 

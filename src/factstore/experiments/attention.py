@@ -25,7 +25,6 @@ from factstore.attention.assumptions import check_assumptions
 from factstore.attention.capacity import (
     TrainSettings,
     attention_capacity,
-    best_budget_runs,
     budget_check_sizes,
     budget_rise,
     fit_sizes,
@@ -53,15 +52,16 @@ LAYER_CAPACITY_METRICS = {
 # The metric names of each sweep's fits, per context kind. The claims read the shared-context names
 # (the setting of the paper's d_h experiment); the per-example ones carry the suffix _per_example.
 # Written out in full, never assembled, so a search for a claim's metric finds the code behind it.
-# Each sweep also gets its budget check: the largest rise of a capacity, in grid steps, when the
-# sizes bracketing it are retrained with a larger budget (the claims' testability gate).
+# Each sweep also gets its budget check: the spread, over the fitted layers, of count(4x steps) /
+# count(1x) (the claims' testability gate), and the largest rise of a 100% capacity in grid steps.
 HEADS_METRICS = {
     "shared": {"slope": "heads_linear_slope", "r2": "heads_linear_r2", "exponent": "heads_loglog_exponent",
                "intercept": "heads_linear_intercept", "ratio": "heads_capacity_ratio",
                "residuals_linear": "heads_linear_residual_ss", "residuals_sqrt": "heads_sqrt_residual_ss",
                "residual_ratio": "heads_sqrt_over_linear_residual_ratio",
                "budget": "heads_budget_rise_steps_max",
-               "unconverged": "heads_budget_unconverged_layers"},
+               "unconverged": "heads_budget_unconverged_layers", "spread": "heads_budget_ratio_spread",
+               "spread_same_sizes": "heads_budget_ratio_spread_same_sizes"},
     "per_example": {"slope": "heads_linear_slope_per_example", "r2": "heads_linear_r2_per_example",
                     "exponent": "heads_loglog_exponent_per_example",
                     "intercept": "heads_linear_intercept_per_example", "ratio": "heads_capacity_ratio_per_example",
@@ -69,44 +69,76 @@ HEADS_METRICS = {
                     "residuals_sqrt": "heads_sqrt_residual_ss_per_example",
                     "residual_ratio": "heads_sqrt_over_linear_residual_ratio_per_example",
                     "budget": "heads_budget_rise_steps_max_per_example",
-                    "unconverged": "heads_budget_unconverged_layers_per_example"},
+                    "unconverged": "heads_budget_unconverged_layers_per_example",
+                    "spread": "heads_budget_ratio_spread_per_example",
+               "spread_same_sizes": "heads_budget_ratio_spread_same_sizes_per_example"},
+}
+# The declared alternative of the heads fits: H = 2 left out too (the fits over H = 4, 8, 16).
+HEADS_DROP_SMALLEST_METRICS = {
+    "shared": {"slope": "heads_linear_slope_drop_h2", "r2": "heads_linear_r2_drop_h2",
+               "exponent": "heads_loglog_exponent_drop_h2", "intercept": "heads_linear_intercept_drop_h2",
+               "ratio": "heads_capacity_ratio_drop_h2", "residuals_linear": "heads_linear_residual_ss_drop_h2",
+               "residuals_sqrt": "heads_sqrt_residual_ss_drop_h2",
+               "residual_ratio": "heads_sqrt_over_linear_residual_ratio_drop_h2",
+               "spread": "heads_budget_ratio_spread_drop_h2"},
+    "per_example": {"slope": "heads_linear_slope_drop_h2_per_example", "r2": "heads_linear_r2_drop_h2_per_example",
+                    "exponent": "heads_loglog_exponent_drop_h2_per_example",
+                    "intercept": "heads_linear_intercept_drop_h2_per_example",
+                    "ratio": "heads_capacity_ratio_drop_h2_per_example",
+                    "residuals_linear": "heads_linear_residual_ss_drop_h2_per_example",
+                    "residuals_sqrt": "heads_sqrt_residual_ss_drop_h2_per_example",
+                    "residual_ratio": "heads_sqrt_over_linear_residual_ratio_drop_h2_per_example",
+                    "spread": "heads_budget_ratio_spread_drop_h2_per_example"},
 }
 CONTEXT_METRICS = {
     "shared": {"spearman": "context_spearman", "ratio": "context_capacity_ratio",
+               "violations": "context_nondecreasing_violations",
                "budget": "context_budget_rise_steps_max",
-               "unconverged": "context_budget_unconverged_layers"},
+               "unconverged": "context_budget_unconverged_layers", "spread": "context_budget_ratio_spread",
+               "spread_same_sizes": "context_budget_ratio_spread_same_sizes"},
     "per_example": {"spearman": "context_spearman_per_example", "ratio": "context_capacity_ratio_per_example",
+                    "violations": "context_nondecreasing_violations_per_example",
                     "budget": "context_budget_rise_steps_max_per_example",
-                    "unconverged": "context_budget_unconverged_layers_per_example"},
+                    "unconverged": "context_budget_unconverged_layers_per_example",
+                    "spread": "context_budget_ratio_spread_per_example",
+               "spread_same_sizes": "context_budget_ratio_spread_same_sizes_per_example"},
 }
 HEAD_DIM_METRICS = {
     "shared": {"slope_below": "head_dim_slope_below_n", "slope_above": "head_dim_slope_above_n",
                "slope_ratio": "head_dim_slope_ratio", "budget": "head_dim_budget_rise_steps_max",
-               "unconverged": "head_dim_budget_unconverged_layers"},
+               "unconverged": "head_dim_budget_unconverged_layers", "spread": "head_dim_budget_ratio_spread",
+               "spread_same_sizes": "head_dim_budget_ratio_spread_same_sizes"},
     "per_example": {"slope_below": "head_dim_slope_below_n_per_example",
                     "slope_above": "head_dim_slope_above_n_per_example",
                     "slope_ratio": "head_dim_slope_ratio_per_example",
                     "budget": "head_dim_budget_rise_steps_max_per_example",
-                    "unconverged": "head_dim_budget_unconverged_layers_per_example"},
+                    "unconverged": "head_dim_budget_unconverged_layers_per_example",
+                    "spread": "head_dim_budget_ratio_spread_per_example",
+               "spread_same_sizes": "head_dim_budget_ratio_spread_same_sizes_per_example"},
 }
-SWEEP_METRICS = {"heads": HEADS_METRICS, "n_context": CONTEXT_METRICS, "d_head": HEAD_DIM_METRICS}
+SWEEP_METRICS = {"heads": HEADS_METRICS, "n_context": CONTEXT_METRICS, "d_head": HEAD_DIM_METRICS,
+                 "heads_drop_smallest": HEADS_DROP_SMALLEST_METRICS}
 
 
-def layer_shape(layer: dict, n_classes: int) -> AttentionShape:
-    """The config's layer sizes {d, heads, d_head, d_value} (n_context is the data's) as a shape."""
+def layer_shape(layer: dict, n_classes: int, score_scale: str = "model_dim", biases: bool = True) -> AttentionShape:
+    """The config's layer sizes {d, heads, d_head, d_value} (n_context is the data's) and its
+    options (score scale, biases) as a shape."""
     return AttentionShape(
-        d=layer["d"], heads=layer["heads"], d_head=layer["d_head"], d_value=layer["d_value"], n_classes=n_classes
+        d=layer["d"], heads=layer["heads"], d_head=layer["d_head"], d_value=layer["d_value"], n_classes=n_classes,
+        score_scale=score_scale, biases=biases,
     )
 
 
 def train_settings(training: dict) -> TrainSettings:
-    """The config's training section as TrainSettings (final_lr_fraction keeps its default 0)."""
+    """The config's training section as TrainSettings (final_lr_fraction keeps its default 0;
+    batch_size null or absent: full batch)."""
     return TrainSettings(
         lr=training["learning_rate"],
         max_steps=training["max_steps"],
         warmup_steps=training["warmup_steps"],
         target_accuracy=training["target_accuracy"],
         patience=training.get("patience"),
+        batch_size=training.get("batch_size"),
     )
 
 
@@ -124,14 +156,16 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     params: seed, context ('shared' | 'per_example'), layer {d, heads, d_head, d_value,
     n_context}, n_classes, training {learning_rate, max_steps, warmup_steps, target_accuracy,
     patience}, search {start, growth, probes_per_round, relative_resolution, max_size},
-    budget_check {steps_factor, learning_rates, steps_above}, assumption_subsets. Returns
-    {"capacity": one row, "probes": one row per trained model, the budget check's and the larger
-    budget's search with budget = 'x<factor> lr <lr>'}. The row's `capacity` is at the budget used
-    (`budget_used`: the larger one where the check raised it by more than one grid step), with the
-    search's own (`capacity_search`) beside it.
+    budget_check {steps_factor, learning_rates, steps_above}, assumption_subsets, score_scale
+    ('model_dim' | 'head_dim', optional: model_dim), biases (optional: true). Returns {"capacity": one row, "probes": one
+    row per trained model, the budget check's with budget = 'x<factor> lr <lr>'}. Every count is
+    read at a stated budget, the same for every layer: `memorised_examples` (the paper's count,
+    max over the search's probed N of N x training accuracy, at training.max_steps) and
+    `memorised_examples_larger_budget` (the same count over the sizes the budget check retrains
+    at steps_factor x the steps); `capacity` is the largest N fitted to target_accuracy at 1x.
     """
     layer, n_classes = params["layer"], params["n_classes"]
-    shape = layer_shape(layer, n_classes)
+    shape = layer_shape(layer, n_classes, params.get("score_scale", "model_dim"), params.get("biases", True))
     search_params = params["search"]
     settings = train_settings(params["training"])
     pool = data_pool(params["seed"], params["context"], layer, n_classes, search_params["max_size"])
@@ -151,9 +185,8 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     step = grid_step(search.smallest_failure, search_params["relative_resolution"]) if search.smallest_failure else math.nan
     retrained = [fit for budget_runs in budget_fits.values() for fit in budget_runs]
     rise = budget_rise(search.capacity, step, retrained) if retrained else math.nan
-    used = budget_used(params, pool, shape, settings, search, budget_fits, rise, context.device)
-    all_fits = [("search", fit) for fit in fits] + [(name, fit) for name, runs in budget_fits.items() for fit in runs] \
-        + [(used.name, fit) for fit in used.continued]
+    count_larger = memorised_count(retrained)
+    all_fits = [("search", fit) for fit in fits] + [(name, fit) for name, runs in budget_fits.items() for fit in runs]
     largest_probe = max(fit.size for _, fit in all_fits)
     assumptions = check_assumptions(
         pool.prefix(largest_probe), params["assumption_subsets"], derived_generator(params["seed"], "attention-ranks")
@@ -161,17 +194,16 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     description = {"context": params["context"], **layer, "n_classes": n_classes}
     n_params = shape.n_params()
     row = description | {
-        "capacity": used.search.capacity,  # at the budget used: the search's, or the larger budget's where it was budget-limited
-        "smallest_failure": used.search.smallest_failure,
-        "memorised_examples": used.search.memorised_examples,
-        "budget_limited": used.limited,
-        "budget_steps": used.settings.max_steps,
-        "budget_learning_rate": used.settings.lr,
-        "budget_still_gaining": used.still_gaining,
-        "capacity_search": search.capacity,  # at training.max_steps (1x)
-        "smallest_failure_search": search.smallest_failure,
+        "capacity": search.capacity,  # largest N fitted to target_accuracy at the search's budget (1x)
+        "smallest_failure": search.smallest_failure,
+        "memorised_examples": search.memorised_examples,  # the paper's count at 1x: max over probed N of N x accuracy
+        "memorised_examples_larger_budget": count_larger,  # the same count over the budget check's retrained sizes
+        "budget_count_ratio": count_larger / search.memorised_examples if search.memorised_examples > 0 else math.nan,
+        "budget_steps": settings.max_steps,
+        "budget_steps_larger": params["budget_check"]["steps_factor"] * settings.max_steps,
+        "budget_limited": bool(rise > 1.0),  # diagnostic: 4x the steps raised the 100% capacity by > 1 grid step
         "n_params": n_params,
-        "bits_per_parameter": used.search.capacity * math.log2(n_classes) / n_params,
+        "bits_per_parameter": search.memorised_examples * math.log2(n_classes) / n_params,
         "theory_scale": layer["heads"] * min(layer["n_context"], layer["d_head"]),  # H min(n, d_h)
         "n_probes": len(fits),
         "training_steps": sum(fit.steps_run for fit in fits),
@@ -179,8 +211,6 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
         "budget_capacity": max([search.capacity] + [fit.size for fit in retrained if fit.fitted]),
         "budget_rise_steps": rise,
         "budget_training_steps": sum(max(fit.steps_run for fit in runs) for runs in budget_fits.values() if runs),
-        "escalation_models": len(used.continued),  # models the search at the larger budget trained beyond the check's
-        "escalation_model_steps": sum(fit.steps_run for fit in used.continued),
     } | assumptions
     probes = [
         description | {"probe_index": index, "budget": budget, "size": fit.size, "best_accuracy": fit.best_accuracy,
@@ -219,61 +249,54 @@ def budget_name(factor: int, lr: float) -> str:
     return f"x{factor} lr {lr:g}"
 
 
-class BudgetUsed(NamedTuple):
-    """The budget a layer's capacity is read at: the search's (1x), or, where the budget check
-    raised the capacity by more than one grid step, steps_factor x the steps at the check's better
-    learning rate, the search continued there from the check's fits (`continued`: the models that
-    continuation trained). `still_gaining` (a diagnostic, not the gate): 1 when the smallest model
-    failing at the larger budget recalled a new example in the last half of its steps, 0 when not,
-    nan when no failure bounds it or the layer is not budget-limited."""
-
-    name: str
-    settings: TrainSettings
-    search: object
-    limited: bool
-    still_gaining: float
-    continued: list
-
-
-def budget_used(params: dict, pool: MemorisationData, shape: AttentionShape, settings: TrainSettings,
-                search, budget_fits: dict[str, list], rise: float, device) -> BudgetUsed:
-    """The capacity at the budget the layer needs (the issue-24 escalation; class BudgetUsed)."""
-    search_params, check = params["search"], params["budget_check"]
-    if not rise > 1.0:
-        return BudgetUsed("search", settings, search, False, math.nan, [])
-    factor = check["steps_factor"]
-    lr = {budget_name(factor, lr): lr for lr in check["learning_rates"]}[best_budget_runs(budget_fits)]
-    larger, name = larger_settings(settings, factor, lr), budget_name(factor, lr)
-    known = {fit.size: fit for fit in budget_fits[name]}
-    generator = derived_generator(params["seed"], "attention-escalate", params["context"], *sorted(params["layer"].items()), lr)
-    escalated, continued = attention_capacity(
-        pool, shape, larger, generator, start=max(known), probes_per_round=search_params["probes_per_round"],
-        growth=search_params["growth"], relative_resolution=search_params["relative_resolution"], device=device,
-        known=[(size, fit.best_accuracy) for size, fit in sorted(known.items())],
-    )
-    every_fit = {fit.size: fit for fit in [*known.values(), *continued]}
-    failure = every_fit.get(escalated.smallest_failure)
-    still_gaining = math.nan if failure is None else float(failure.still_gaining(STILL_GAINING_LAST_FRACTION))
-    return BudgetUsed(name, larger, escalated, True, still_gaining, continued)
-
-
-# The diagnostic `budget_still_gaining`: did the smallest model failing at the larger budget recall
-# a new example in this last fraction of its steps (as many steps as 2x the search's whole budget
-# at the default steps_factor 4)? It was the S4 gates' criterion until 2026-12-04 (config/claims.yaml).
-STILL_GAINING_LAST_FRACTION = 0.5
+def memorised_count(fits) -> float:
+    """The paper's count over trained models: max of N x best training accuracy (nan for none)."""
+    return max((fit.size * fit.best_accuracy for fit in fits), default=math.nan)
 
 
 def budget_unconverged(capacities: pd.DataFrame) -> pd.Series:
-    """Per layer (a row of the capacity table): 1 when its capacity may still be a training-budget
-    limit, 0 when not, nan when no failing size bounds it (the rise is not measured).
-
-    A layer is unconverged exactly when it is budget-limited: 4x the steps raised its capacity by
-    more than one grid step, and nothing at 4x shows that the capacity read there holds (that
-    would take a check at 16x). The smallest failure at 4x having stopped gaining in its last
-    half is not such evidence: the heads sweep's H = 2 stopped so on one host while its capacity,
-    measured by hand, kept rising ~1.4x per 4x of steps up to 64x (docs/methods/attention.md)."""
+    """Per layer (a row of the capacity table): 1 when 4x the steps raised its 100% capacity by
+    more than one grid step (budget-limited), 0 when not, nan when no failing size bounds it.
+    The S4 gates' rule before the budget-ratio spread (reported, an alternative of the claims)."""
     limited = capacities["budget_limited"].astype(bool).astype(float)
     return limited.where(capacities["budget_rise_steps"].notna(), math.nan)
+
+
+def budget_ratio_spread(ratios: Sequence[float]) -> float:
+    """max r / min r of the layers' count(larger budget) / count(search budget); 1 when the
+    budget scales every layer's count alike. nan when a ratio is missing or not positive.
+
+    Across a sweep spanning a factor S in the swept size, a spread s moves a log-log exponent
+    by at most log s / log S, so a small spread makes the fitted law budget-invariant."""
+    ratios = np.asarray(ratios, float)
+    if ratios.size == 0 or not np.all(np.isfinite(ratios)) or ratios.min() <= 0:
+        return math.nan
+    return float(ratios.max() / ratios.min())
+
+
+def same_size_ratios(capacities: pd.DataFrame, probes: pd.DataFrame) -> list[float]:
+    """Per layer (a row of `capacities`), count(larger budget) / count(search budget) read over
+    the same sizes: those trained at both budgets (the bracket of the 100% capacity), so that the
+    ratio holds the sizes fixed and moves only the budget. nan where the probes lack them."""
+    if not {"budget", "best_accuracy", "sweep", "value"} <= set(probes.columns):
+        return [math.nan] * len(capacities)
+    ratios = []
+    for row in capacities.itertuples():
+        layer = probes[(probes["sweep"] == row.sweep) & (probes["value"] == row.value) & (probes["context"] == row.context)]
+        searched, larger = layer[layer["budget"] == "search"], layer[layer["budget"] != "search"]
+        common = set(searched["size"]) & set(larger["size"])
+        count = {name: (part[part["size"].isin(common)]["size"] * part[part["size"].isin(common)]["best_accuracy"]).max()
+                 for name, part in (("search", searched), ("larger", larger))}
+        ratios.append(count["larger"] / count["search"] if common and count["search"] > 0 else math.nan)
+    return ratios
+
+
+def nondecreasing_violations(counts: Sequence[float], relative_resolution: float) -> int:
+    """How many consecutive pairs fall by more than one grid step: count[i + 1] <
+    count[i] / (1 + relative_resolution). 0 for a sequence non-decreasing within the search's
+    resolution (counts in the order of the swept size)."""
+    counts = np.asarray(counts, float)
+    return int(np.sum(counts[1:] < counts[:-1] / (1.0 + relative_resolution)))
 
 
 def _sweep_tables(inputs: dict[str, Path], prefix: str) -> pd.DataFrame:
@@ -298,58 +321,61 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     """
     capacities = _sweep_tables(inputs, "capacity").sort_values(["sweep", "context", "value"], ignore_index=True)
     probes = _sweep_tables(inputs, "probes")
+    capacities["budget_count_ratio_same_sizes"] = same_size_ratios(capacities, probes)
     metrics = MetricsTable()
 
     for row in capacities.itertuples():
-        metrics.add(LAYER_CAPACITY_METRICS[row.sweep][row.context].format(value=row.value), row.capacity,
-                    f"{layer_budget_text(row)}; max N x acc = {row.memorised_examples:.0f}, {row.n_params} parameters, "
+        metrics.add(LAYER_CAPACITY_METRICS[row.sweep][row.context].format(value=row.value), row.memorised_examples,
+                    f"max over probed N of N x training accuracy at {row.budget_steps} steps (the search's budget); "
+                    f"{layer_budget_text(row)}; largest N fitted to 100%: {row.capacity}; {row.n_params} parameters, "
                     f"H min(n, d_h) = {row.theory_scale}")
 
+    resolution = params["relative_resolution"]
     for (sweep, kind), points in capacities.groupby(["sweep", "context"]):
         points = points.sort_values("value")
         names = SWEEP_METRICS[sweep][kind]
         fixed = _fixed_sizes(points, sweep)
-        rise = points["budget_rise_steps"]
         limited = points[points["budget_limited"].astype(bool)]
-        limited_text = ", ".join(f"{sweep} = {r.value}: {r.capacity_search} -> {r.capacity} ({r.budget_steps} steps, lr {r.budget_learning_rate:g})"
-                                 for r in limited.itertuples()) or "none"
-        metrics.add(names["budget"], rise.max(skipna=False),
-                    "largest rise of a search's capacity, in search grid steps, when the sizes bracketing it (and grid steps above) "
-                    f"are retrained with more steps at each budget-check learning rate; budget-limited layers (above 1: capacity read at the larger budget): {limited_text}")
-        gaining = ", ".join(f"{sweep} = {value}" for value in limited[limited["budget_still_gaining"] == 1]["value"]) or "none"
+        limited_text = ", ".join(f"{sweep} = {r.value}: {r.capacity} -> {r.budget_capacity}" for r in limited.itertuples()) or "none"
+        metrics.add(names["budget"], points["budget_rise_steps"].max(skipna=False),
+                    "largest rise of a search's 100% capacity, in search grid steps, when the sizes bracketing it (and grid steps above) "
+                    f"are retrained with more steps (reported); above 1 at: {limited_text}")
         metrics.add(names["unconverged"], budget_unconverged(points).sum(skipna=False),
-                    "layers whose capacity may still be a training-budget limit: the budget-limited ones (4x the steps raised the capacity by "
-                    f"more than one grid step; nothing confirms the capacity read at 4x); budget-limited: {limited_text}; of them, "
-                    f"smallest failure at 4x still gaining in its last half of steps (diagnostic): {gaining}")
+                    f"layers whose 100% capacity 4x the steps raised by more than one grid step (the earlier gate's rule, reported): {limited_text}")
         # The heads fits leave out layers with H d_v < 2: their label logits are one scalar times a
         # fixed vector, so argmax reaches 2 of the C classes and the capacity is the longest prefix
         # of labels with 2 distinct values, a property of the labels, not of the layer's memory
         # (docs/methods/attention.md). Their capacities stay in the table and the metrics.
         excluded = points[points["heads"] * points["d_value"] < 2]["value"].tolist() if sweep == "heads" else []
         points = points[~points["value"].isin(excluded)] if excluded else points
-        x, y = points["value"].tolist(), points["capacity"].tolist()
+        x, y = points["value"].tolist(), points["memorised_examples"].tolist()
+        ratios, same_sizes = points["budget_count_ratio"].tolist(), points["budget_count_ratio_same_sizes"].tolist()
+        if sweep == "d_head":  # the checked slope reads d_h <= n; so does its gate
+            knee = int(points["n_context"].iloc[0])
+            ratios = points.loc[points["value"] <= knee, "budget_count_ratio"].tolist()
+            same_sizes = points.loc[points["value"] <= knee, "budget_count_ratio_same_sizes"].tolist()
+        metrics.add(names["spread_same_sizes"], budget_ratio_spread(same_sizes),
+                    "as the budget-ratio spread, each ratio read over the sizes trained at both budgets (the bracket of the 100% "
+                    "capacity): the sizes held fixed; ratios " + ", ".join(f"{v}: {r:.3g}" for v, r in zip(points["value"], points["budget_count_ratio_same_sizes"])))
+        metrics.add(names["spread"], budget_ratio_spread(ratios),
+                    f"max / min over the fitted layers of count({int(points['budget_steps_larger'].iloc[0])} steps) / "
+                    f"count({int(points['budget_steps'].iloc[0])} steps), counts = max N x accuracy; ratios "
+                    + ", ".join(f"{v}: {r:.3g}" for v, r in zip(points["value"], points["budget_count_ratio"])))
         if sweep == "heads" and len(x) >= 2:
-            fit = linear_fit(x, y)
-            metrics.add(names["slope"], fit.slope, f"{kind} context, examples per head, {fixed}"
-                        + (f"; H = {excluded} left out (H d_v < 2: two reachable classes)" if excluded else ""),
-                        standard_error=fit.slope_se)
-            metrics.add(names["r2"], fit.r2, f"linear fit of capacity on H = {x}")
-            exponent, exponent_error, how = heads_exponent(x, y)
-            metrics.add(names["exponent"], exponent, f"{kind} context, {how}", standard_error=exponent_error)
-            metrics.add(names["intercept"], fit.intercept, "examples at H = 0 from the fit", standard_error=fit.intercept_se)
-            metrics.add(names["ratio"], y[-1] / max(y[0], 1), f"capacity at H = {x[-1]} over H = {x[0]} (H ratio {x[-1] / x[0]:g})")
-            linear_ss, sqrt_ss = heads_law_residuals(x, y)
-            metrics.add(names["residuals_linear"], linear_ss, f"residual sum of squares of c = a + b H over H = {x}")
-            metrics.add(names["residuals_sqrt"], sqrt_ss, f"residual sum of squares of c = a + b sqrt(H) over H = {x}")
-            metrics.add(names["residual_ratio"], sqrt_ss / linear_ss if linear_ss > 0 else (math.inf if sqrt_ss > 0 else math.nan),
-                        "residuals of a + b sqrt(H) over those of a + b H (above 1: the linear law fits better)")
+            note = f"; H = {excluded} left out (H d_v < 2: two reachable classes)" if excluded else ""
+            _heads_law_metrics(metrics, names, x, y, f"{kind} context, {fixed}{note}")
+            if len(x) >= 3:  # the alternative: the smallest fitted H left out too
+                drop = SWEEP_METRICS["heads_drop_smallest"][kind]
+                _heads_law_metrics(metrics, drop, x[1:], y[1:], f"{kind} context, H = {x[0]} left out too")
+                metrics.add(drop["spread"], budget_ratio_spread(ratios[1:]), f"budget-ratio spread over H = {x[1:]}")
         if sweep == "n_context" and len(x) >= 2:
-            metrics.add(names["spearman"], spearman(x, y), f"{kind} context, capacity vs n = {x}, {fixed}")
-            metrics.add(names["ratio"], y[-1] / max(y[0], 1), f"capacity at n = {x[-1]} over n = {x[0]}")
+            metrics.add(names["violations"], nondecreasing_violations(y, resolution),
+                        f"{kind} context, steps n -> next n whose count falls below the previous / {1 + resolution:g}; counts {y} at n = {x}, {fixed}")
+            metrics.add(names["spearman"], spearman(x, y), f"{kind} context, count vs n = {x} (reported)")
+            metrics.add(names["ratio"], y[-1] / max(y[0], 1), f"count at n = {x[-1]} over n = {x[0]}")
         if sweep == "d_head" and len(x) >= 2:
             # The theorem's bound H min(n, d_h) grows while d_h <= n (checked: the slope there) and
             # says nothing beyond n (the slope there is reported, not checked).
-            knee = int(points["n_context"].iloc[0])
             try:
                 slopes = slopes_around(x, y, knee)
             except ValueError:
@@ -368,11 +394,26 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
 
 
 def layer_budget_text(row) -> str:
-    """The budget a layer's capacity was read at, for its metric's detail."""
-    if not row.budget_limited:
-        return f"search budget (check rise {row.budget_rise_steps:.2g} grid steps)"
-    return (f"budget-limited: {row.capacity_search} at the search's budget, {row.capacity} at {row.budget_steps} steps, "
-            f"lr {row.budget_learning_rate:g}")
+    """The layer's count at the budget check's larger budget, for its metric's detail."""
+    return (f"{row.memorised_examples_larger_budget:.0f} at {row.budget_steps_larger} steps over the budget check's sizes "
+            f"(ratio {row.budget_count_ratio:.3g})")
+
+
+def _heads_law_metrics(metrics: MetricsTable, names: dict, x: list, y: list, where: str) -> None:
+    """The heads law's fits over counts y at H = x: slope, R^2, log-log exponent, intercept,
+    end ratio and the residuals of c = a + bH against c = a + b sqrt(H)."""
+    fit = linear_fit(x, y)
+    metrics.add(names["slope"], fit.slope, f"examples per head, {where}", standard_error=fit.slope_se)
+    metrics.add(names["r2"], fit.r2, f"linear fit of the count on H = {x}")
+    exponent, exponent_error, how = heads_exponent(x, y)
+    metrics.add(names["exponent"], exponent, f"{where}; {how}", standard_error=exponent_error)
+    metrics.add(names["intercept"], fit.intercept, "examples at H = 0 from the fit", standard_error=fit.intercept_se)
+    metrics.add(names["ratio"], y[-1] / max(y[0], 1), f"count at H = {x[-1]} over H = {x[0]} (H ratio {x[-1] / x[0]:g})")
+    linear_ss, sqrt_ss = heads_law_residuals(x, y)
+    metrics.add(names["residuals_linear"], linear_ss, f"residual sum of squares of c = a + b H over H = {x}")
+    metrics.add(names["residuals_sqrt"], sqrt_ss, f"residual sum of squares of c = a + b sqrt(H) over H = {x}")
+    metrics.add(names["residual_ratio"], sqrt_ss / linear_ss if linear_ss > 0 else (math.inf if sqrt_ss > 0 else math.nan),
+                "residuals of a + b sqrt(H) over those of a + b H (above 1: the linear law fits better)")
 
 
 class KneeSlopes(NamedTuple):

@@ -166,7 +166,8 @@ def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
     targets = labels[labels != mlm.IGNORE]
     unigram = targets == payload["subset"]["most_frequent_token"]
     train_chunks, train_special = _chunks(vocabulary, token_ids, split[params["subset"]], params["length"])
-    states = mlm.encoder_states(trained, masked, labels, context.device)  # reused by every head-only pruning
+    first_block: list = []  # the first block's outputs, replayed when only later blocks are pruned
+    states = mlm.encoder_states(trained, masked, labels, context.device, first_block_into=first_block)  # reused by every head-only pruning
     unpruned = mlm.head_correct(trained, states)
     common = {"subset": params["subset"], "apt_unpruned": float(unpruned.float().mean()),
               "most_frequent_apt": float(unigram.float().mean()),
@@ -188,7 +189,8 @@ def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
             elif params["retrain_steps"] == 0 and mlm.in_head(model, weights):
                 correct = mlm.head_correct(model, states)
             else:
-                correct = mlm.token_correct(model, masked, labels, context.device)
+                replay = params["retrain_steps"] == 0 and mlm.leaves_first_block(model, weights)  # re-training moves every block
+                correct = mlm.token_correct(model, masked, labels, context.device, first_block_from=first_block if replay else None)
             rows.append(common | {"group": group, "rate": rate, "apt": float(correct.float().mean()),
                                   "apt_standard_error": mlm.binomial_standard_error(correct),
                                   "drop_standard_error": mlm.paired_standard_error(unpruned, correct),

