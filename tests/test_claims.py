@@ -308,3 +308,18 @@ def test_a_studys_warnings_are_written_once_per_study_and_every_verdict_is_kept(
     for message in logged["results/alpha/metrics.csv"]:
         assert page.count(message) == 1
     assert page.count("WARNING (") == 2 and page.count("⚠ W1") == 4  # three rows and the study's line
+
+
+@pytest.mark.parametrize("source, words", [("fewrel_val_wiki", "val_wiki.json (16 relations"),
+                                           ("fewrel_train_wiki", "train_wiki.json (64 relations")])
+def test_the_report_names_the_fewrel_set_once(source, words):
+    dilution = pd.DataFrame({"metric": ["fewrel_labels_spearman", "fewrel_samples_kept_ratio", "archetype_spearman"],
+                             "value": [-1.0, 1.0, -1.0],
+                             "detail": [f"{source}: labels [4, 8] -> max dilution [0.9, 0.8]",
+                                        f"{source}: samples per label [100, 300] -> max dilution [0.9, 0.9]", "toy"]})
+    line = claims_report.data_source_line({"results/dilution/metrics.csv": dilution})
+    assert line.startswith("Data: S3's FewRel results were measured on FewRel 1.0 ") and words in line
+    record = {"id": "S9.a", "work": "W", "short": "s", "status": "NOT RUN", "checks": [], "scale": "any",
+              "run_scale": "smoke", "figures": [], "note": ""}
+    assert claims_report.markdown([record], line).count("FewRel") == 2  # one line (the set named in it)
+    assert claims_report.data_source_line({}) == ""

@@ -65,13 +65,15 @@ def test_data_mirror_is_a_documented_key(smoke):
 
 
 def test_nested_config_values_are_typed():
-    # What Snakemake hands over for --config threads=2 'data={retries: 2, fewrel_train_wiki: false}'
-    # 'assoc={hebbian: {d: [8, 16]}}' scale=smoke
-    parsed = {"threads": 2, "data": {"retries": "2", "fewrel_train_wiki": "false", "mirror": "/m"},
-              "assoc": {"hebbian": {"d": ["8", "16"], "alphas": ["0.5", "1e-1"]}}, "scale": "smoke"}
+    # What Snakemake hands over for --config threads=2 'data={retries: 2, split_seed: 1}'
+    # 'assoc={hebbian: {d: [8, 16]}}' 'attention={layer: {biases: false}}' scale=smoke
+    parsed = {"threads": 2, "data": {"retries": "2", "split_seed": "1", "mirror": "/m"},
+              "assoc": {"hebbian": {"d": ["8", "16"], "alphas": ["0.5", "1e-1"]}},
+              "attention": {"layer": {"biases": "false"}}, "scale": "smoke"}
     assert config.typed_overrides(parsed) == {
-        "threads": 2, "data": {"retries": 2, "fewrel_train_wiki": False, "mirror": "/m"},
-        "assoc": {"hebbian": {"d": [8, 16], "alphas": [0.5, "1e-1"]}}, "scale": "smoke"}
+        "threads": 2, "data": {"retries": 2, "split_seed": 1, "mirror": "/m"},
+        "assoc": {"hebbian": {"d": [8, 16], "alphas": [0.5, "1e-1"]}},
+        "attention": {"layer": {"biases": False}}, "scale": "smoke"}
 
 
 def test_a_bad_config_value_is_blamed_on_config_not_the_file(smoke, tmp_path):

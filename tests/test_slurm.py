@@ -87,7 +87,7 @@ def run_on_slurm(run_dir: Path, one_rule_per_study: dict[str, str], targets: lis
     summary = snakemake("--nolock", "--summary", "all", "--configfile", SMOKE, cwd=run_dir).stdout
     forced = [_output_of(rule, summary) for rule in one_rule_per_study.values()]
     done = snakemake(
-        *targets, "--configfile", SMOKE, "--profile", "workflow/profiles/slurm",
+        *targets, "--configfile", SMOKE, "--profile", "workflow/profiles/slurm", "--quiet", "host",  # the job blocks
         "--slurm-init-seconds-before-status-checks", "1", "--forcerun", *forced,
         cwd=run_dir, check=False,
     )

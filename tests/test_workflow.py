@@ -22,6 +22,9 @@ from factstore import claims
 
 pytestmark = pytest.mark.workflow
 
+# The default profile's console is quiet (no job blocks); a `--quiet` list on the command line replaces the profile's.
+SHOW_JOBS = ("--quiet", "host")
+
 
 def planned_rules(output: str) -> dict[str, int]:
     """Rule -> job count from the 'Job stats' table of a dry run."""
@@ -51,10 +54,22 @@ def test_dry_run_of_figures_resolves(workspace, config):
     snakemake("-n", "--nolock", "figures", "all", "--configfile", config, cwd=workspace)
 
 
+def test_the_console_is_quiet_without_hiding_the_plan(workspace):
+    """The default profile prints no job blocks (a rule's input list names every code file its
+    step loads: lines of thousands of characters), but the job counts; `--quiet host` on the
+    command line replaces the profile's list and shows the blocks again (the flip)."""
+    quiet = snakemake("-n", "--nolock", "figures", "--configfile", SMOKE, cwd=workspace)
+    lines = (quiet.stdout + quiet.stderr).splitlines()
+    assert not [line for line in lines if line.strip().startswith("input:")] and "Job stats:" in quiet.stdout
+    full = snakemake("-n", "--nolock", "figures", "--configfile", SMOKE, *SHOW_JOBS, cwd=workspace)
+    assert len([line for line in (full.stdout + full.stderr).splitlines() if line.strip().startswith("input:")]) >= 50
+    assert len(lines) * 4 < len((full.stdout + full.stderr).splitlines())
+
+
 def test_the_d128_regime_figure_is_part_of_figures(workspace):
     """mlp_seed_regime (the ntk_regime and robust_regime sweeps at d = 128) is drawn by
     the `figures` target at the default scale."""
-    done = snakemake("-n", "--nolock", "figures", "--configfile", "config/config.yaml", cwd=workspace)
+    done = snakemake("-n", "--nolock", "figures", "--configfile", "config/config.yaml", *SHOW_JOBS, cwd=workspace)
     output = done.stdout + done.stderr
     assert "figures/mlp_seed_regime.png" in output and "figures/mlp_seed_regime.pdf" in output
 
@@ -135,7 +150,7 @@ def _dry_run_after_editing(workspace: Path, module: str) -> str:
     path = workspace / module
     saved = _edit(path)
     try:
-        return snakemake("-n", "all", "--configfile", SMOKE, cwd=workspace).stdout
+        return snakemake("-n", "all", "--configfile", SMOKE, *SHOW_JOBS, cwd=workspace).stdout
     finally:
         _restore(path, saved)
 
@@ -184,15 +199,16 @@ def test_a_solver_setting_reruns_only_the_runs_of_that_solver(smoke_run, tmp_pat
     changed["committee"]["least_action"]["restarts"] += 1
     path = tmp_path / "changed.yaml"
     path.write_text(yaml.safe_dump(changed))
-    done = snakemake("-n", "all", "--configfile", str(path), cwd=smoke_run)
+    done = snakemake("-n", "all", "--configfile", str(path), *SHOW_JOBS, cwd=smoke_run)
     least_action_trees = sum("least_action" in solvers for solvers in changed["committee"]["tree"]["solvers"].values())
     assert planned_rules(done.stdout).get("committee_embedding") == least_action_trees + len(changed["committee"]["reference"]["n"])
     assert not any(run.endswith(("_milp", "_backprop", "_lp")) for run in _planned_committee_runs(done.stdout))
 
 
 def _planned_committee_runs(output: str) -> set[str]:
-    """The committee embedding runs a dry run plans (from their output files)."""
-    return set(re.findall(r"results/committee/embedding_(\w+)\.csv", output.split("Job stats:")[0]))
+    """The committee embedding runs a dry run plans (from the output files of its job blocks, which
+    follow the opening 'Job stats' table)."""
+    return set(re.findall(r"^\s+output: .*?results/committee/embedding_(\w+)\.csv", output, flags=re.M))
 
 
 def _is_backprop_run(run: str) -> bool:
@@ -211,7 +227,7 @@ def test_editing_a_committee_solver_or_metric_reruns_only_its_jobs(smoke_run, mo
     """One step module per solver family and the summary apart: a solver's edit reruns the runs it
     solves (least action's also the function search's, which learns through it), a metric's edit
     the summary alone; the summary and what reads it rerun every time."""
-    everything = snakemake("-n", "all", "--configfile", SMOKE, "--forcerun", "committee_embedding", cwd=smoke_run)
+    everything = snakemake("-n", "all", "--configfile", SMOKE, "--forcerun", "committee_embedding", *SHOW_JOBS, cwd=smoke_run)
     every_run = _planned_committee_runs(everything.stdout)
     done = _dry_run_after_editing(smoke_run, module)
     planned = planned_rules(done)

@@ -247,10 +247,29 @@ def study_warning_lines(rows: list[Record], labels: dict[tuple[str, tuple[str, .
     return lines
 
 
-def markdown(records: list[Record]) -> str:
-    """results/claims.md: the headline, then one section per work with its claims' rows and their
-    revisions as footnotes."""
-    lines = ["# Claims report", "", *header_lines(records)]
+FEWREL_SETS = {"fewrel_val_wiki": "FewRel 1.0 val_wiki.json (16 relations x 700 sentences)",
+               "fewrel_train_wiki": "FewRel 1.0 train_wiki.json (64 relations x 700 sentences, the paper's set)"}
+FEWREL_METRICS = ("fewrel_labels_spearman", "fewrel_samples_kept_ratio")  # their detail starts '<source>: '
+
+
+def data_source_line(metrics: dict[str, Any]) -> str:
+    """Which FewRel set S3's FewRel results were measured on, in one line ('' before the dilution
+    study ran). metrics: {result: metrics table} (factstore.claims.read_metrics); the dilution
+    summary starts these metrics' details with the processed table's `source` column."""
+    table = metrics.get("results/dilution/metrics.csv")
+    if table is None:
+        return ""
+    details = table.loc[table["metric"].isin(FEWREL_METRICS), "detail"].astype(str)
+    names = sorted({name for detail in details for name in detail.split(":")[0].split(",") if name in FEWREL_SETS})
+    if not names:
+        return ""
+    return f"Data: S3's FewRel results were measured on {' and '.join(FEWREL_SETS[n] for n in names)}."
+
+
+def markdown(records: list[Record], data_source: str = "") -> str:
+    """results/claims.md: the headline, the data-source line (`data_source_line`) where given, then
+    one section per work with its claims' rows and their revisions as footnotes."""
+    lines = ["# Claims report", "", *header_lines(records), *(["", data_source] if data_source else [])]
     footnote, warned = 0, 0
     for work in sorted({work_of(r) for r in records}):
         rows = [r for r in records if work_of(r) == work]

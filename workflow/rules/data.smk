@@ -45,7 +45,7 @@ rule fetch_fewrel:
         code=step_code("fetch"),
     params:
         step="fetch.fewrel",
-        json=as_json(FETCH_PARAMS, fewrel_train_wiki=config["data"]["fewrel_train_wiki"]),
+        json=as_json(FETCH_PARAMS, fewrel_source=config["dilution"]["fewrel"]["source"]),
         io=runner_io,
     log:
         "logs/data/fetch_fewrel.log",

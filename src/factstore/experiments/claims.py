@@ -33,7 +33,7 @@ def report(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     ], columns=TABLE_COLUMNS)
     return {
         "json": records,
-        "markdown": claims_report.markdown(records),
+        "markdown": claims_report.markdown(records, claims_report.data_source_line(metrics)),
         "html": claims_report.html_page(records),
         "summary": claims_report.counts(records),
         "flat": claims_report.flat_metrics(records),
