@@ -57,11 +57,12 @@ def test_dry_run_of_figures_resolves(workspace, config):
 def test_the_console_is_quiet_without_hiding_the_plan(workspace):
     """The default profile prints no job blocks (a rule's input list names every code file its
     step loads: lines of thousands of characters), but the job counts; `--quiet host` on the
-    command line replaces the profile's list and shows the blocks again (the flip)."""
-    quiet = snakemake("-n", "--nolock", "figures", "--configfile", SMOKE, cwd=workspace)
+    command line replaces the profile's list and shows the blocks again (the flip). `--forceall`
+    plans every job even where the shared workspace already holds a finished smoke run."""
+    quiet = snakemake("-n", "--nolock", "--forceall", "figures", "--configfile", SMOKE, cwd=workspace)
     lines = (quiet.stdout + quiet.stderr).splitlines()
     assert not [line for line in lines if line.strip().startswith("input:")] and "Job stats:" in quiet.stdout
-    full = snakemake("-n", "--nolock", "figures", "--configfile", SMOKE, *SHOW_JOBS, cwd=workspace)
+    full = snakemake("-n", "--nolock", "--forceall", "figures", "--configfile", SMOKE, *SHOW_JOBS, cwd=workspace)
     assert len([line for line in (full.stdout + full.stderr).splitlines() if line.strip().startswith("input:")]) >= 50
     assert len(lines) * 4 < len((full.stdout + full.stderr).splitlines())
 
