@@ -36,7 +36,7 @@ from factstore.attention.model import (
     make_dataset,
     softmax_last,
 )
-from factstore.experiments.attention import (
+from factstore.attention.summary import (
     budget_ratio_spread,
     heads_exponent,
     heads_law_residuals,
@@ -431,14 +431,14 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
 
 def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
     """Every metric the summary writes, for every sweep and both context kinds, is a literal string
-    of factstore/experiments/attention.py (the per-layer capacities: a literal template plus the
+    of factstore/attention/summary.py (the per-layer capacities: a literal template plus the
     swept value), so a search for a claim's metric finds the code that computes it."""
     import inspect
     import re
 
     import pandas as pd
 
-    import factstore.experiments.attention
+    import factstore.attention.summary
     from factstore.__main__ import run_step
     from factstore.io import read_table
 
@@ -460,7 +460,7 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
     run_step("attention.summary", {"relative_resolution": 0.1}, inputs, outputs)
     names = read_table(outputs["metrics"])["metric"].tolist()
 
-    source = inspect.getsource(factstore.experiments.attention)
+    source = inspect.getsource(factstore.attention.summary)
     literals = set(re.findall(r'"([a-z0-9_{}]+)"', source))
     templates = [re.compile(re.escape(t).replace(r"\{value\}", "[0-9]+") + "$") for t in literals if "{value}" in t]
     assert len(names) == 2 * 10 + 2 * (12 + 9 + 7 + 7) + 3  # per layer, fits (heads twice: H d_v >= 2 here) per sweep and kind, overall

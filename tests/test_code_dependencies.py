@@ -62,10 +62,11 @@ def test_a_step_module_loads_no_factstore_file_its_derived_list_misses(module):
     assert not missing, f"experiments.{module} loads {sorted(map(str, missing))}, not in its derived code list"
 
 
-@pytest.mark.parametrize("module", [m for m in STEP_MODULES if m != "claims"])
+@pytest.mark.parametrize("module", [m for m in STEP_MODULES if m not in ("claims", "verdicts")])
 def test_no_study_step_has_the_claims_code_among_its_code_inputs(module):
-    """How a claim is judged (claims.py, claims_report.py) is the claims report's code alone:
-    editing it reruns that report, not the studies (the runner loads `compare`'s code by name)."""
+    """How a claim is judged (claims.py, claims_report.py) is the claims report's code alone (the
+    report and its verdicts figure): editing it reruns those, not the studies (the runner loads
+    `compare`'s code by name)."""
     listed = {Path(f).name for f in source_files(["factstore.__main__", f"factstore.experiments.{module}"], SOURCE)}
     assert not listed & {"claims.py", "claims_report.py"}
 

@@ -13,6 +13,29 @@ from factstore.data import fetch as fetching, prepare
 from factstore.data.sources import SOURCES, Source
 
 
+@pytest.fixture
+def fake_network(monkeypatch):
+    """The network replaced, with no data mirror set: `fake_network(*answers)` makes the i-th
+    download give answers[i] (the last one repeats): bytes are written to the target, an exception
+    is raised after writing part of a file. Returns the list of URLs asked for."""
+
+    def install(*answers):
+        calls = []
+
+        def download(url, target, timeout):
+            calls.append(url)
+            answer = answers[min(len(calls), len(answers)) - 1]
+            target.write_bytes(answer if isinstance(answer, bytes) else b"partial")
+            if isinstance(answer, Exception):
+                raise answer
+
+        monkeypatch.setattr(fetching, "_download", download)
+        monkeypatch.delenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, raising=False)
+        return calls
+
+    return install
+
+
 def test_fetch_from_mirror_verifies_sha256(tmp_path, mirror):
     report = fetching.fetch(SOURCES["goodbooks"], tmp_path / "books.csv", mirror=mirror, retries=1)
     assert report["origin"] == "mirror:goodbooks10k/books.csv"
@@ -31,16 +54,8 @@ def test_corrupted_mirror_copy_is_rejected_and_leaves_nothing(tmp_path, mirror):
     assert not target.exists() and list(target.parent.iterdir()) == []
 
 
-def test_unreachable_source_says_so_in_one_line_and_leaves_nothing(tmp_path, monkeypatch):
-    calls = []
-
-    def offline(url, target, timeout):
-        calls.append(url)
-        target.write_bytes(b"partial")
-        raise OSError("network is unreachable")
-
-    monkeypatch.setattr(fetching, "_download", offline)
-    monkeypatch.delenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, raising=False)
+def test_unreachable_source_says_so_in_one_line_and_leaves_nothing(tmp_path, fake_network):
+    calls = fake_network(OSError("network is unreachable"))
     target = tmp_path / "out" / "train_wiki.json"
     with pytest.raises(fetching.SourceUnavailable) as error:
         fetching.fetch(SOURCES["fewrel_train_wiki"], target, mirror=tmp_path / "mirror", retries=3, backoff_s=0)
@@ -53,15 +68,8 @@ def test_unreachable_source_says_so_in_one_line_and_leaves_nothing(tmp_path, mon
     assert not target.parent.exists() or list(target.parent.iterdir()) == []
 
 
-def test_download_with_wrong_bytes_is_not_retried_and_names_the_url(tmp_path, monkeypatch):
-    calls = []
-
-    def wrong(url, target, timeout):
-        calls.append(url)
-        target.write_bytes(b"not it")
-
-    monkeypatch.setattr(fetching, "_download", wrong)
-    monkeypatch.delenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, raising=False)
+def test_download_with_wrong_bytes_is_not_retried_and_names_the_url(tmp_path, fake_network):
+    calls = fake_network(b"not it")
     with pytest.raises(fetching.ChecksumError, match="sha256 mismatch for https://raw.githubusercontent.com/") as error:
         fetching.fetch(SOURCES["goodbooks"], tmp_path / "b.csv", retries=3, backoff_s=0)
     assert len(calls) == 1, "a deterministic mismatch is not retried"
@@ -69,19 +77,10 @@ def test_download_with_wrong_bytes_is_not_retried_and_names_the_url(tmp_path, mo
     assert list(tmp_path.iterdir()) == []
 
 
-def test_truncated_download_is_retried(tmp_path, monkeypatch, mirror):
+def test_truncated_download_is_retried(tmp_path, fake_network, mirror):
     import http.client
 
-    calls = []
-
-    def flaky(url, target, timeout):
-        calls.append(url)
-        if len(calls) == 1:
-            raise http.client.IncompleteRead(b"partial")
-        target.write_bytes((mirror / "goodbooks10k/books.csv").read_bytes())
-
-    monkeypatch.setattr(fetching, "_download", flaky)
-    monkeypatch.delenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, raising=False)
+    calls = fake_network(http.client.IncompleteRead(b"partial"), (mirror / "goodbooks10k/books.csv").read_bytes())
     report = fetching.fetch(SOURCES["goodbooks"], tmp_path / "b.csv", retries=2, backoff_s=0)
     assert len(calls) == 2 and report["origin"] == SOURCES["goodbooks"].url
 
@@ -109,17 +108,9 @@ HELLO = Source(name="hello", path="greetings/hello.txt", url="https://example.or
 
 
 @pytest.fixture
-def fake_download(monkeypatch):
+def fake_download(fake_network):
     """The network replaced: every download writes hello.txt's bytes and is counted."""
-    calls = []
-
-    def download(url, target, timeout):
-        calls.append(url)
-        target.write_bytes(b"hello\n")
-
-    monkeypatch.setattr(fetching, "_download", download)
-    monkeypatch.delenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, raising=False)
-    return calls
+    return fake_network(b"hello\n")
 
 
 @pytest.mark.parametrize("mirror_kind, said", [
@@ -161,17 +152,13 @@ def test_a_mirror_holding_the_file_is_used_silently(tmp_path, capsys, fake_downl
 
 
 @pytest.fixture
-def fewrel_mirror(tmp_path, mirror, monkeypatch):
+def fewrel_mirror(tmp_path, mirror, monkeypatch, fake_network):
     """A mirror with val_wiki and pid2name but no train_wiki, and no network."""
     folder = tmp_path / "mirror" / "fewrel"
     folder.mkdir(parents=True)
     for name in ("val_wiki.json", "pid2name.json"):
         (folder / name).symlink_to(mirror / "fewrel" / name)
-
-    def offline(url, target, timeout):
-        raise OSError("network is unreachable")
-
-    monkeypatch.setattr(fetching, "_download", offline)
+    fake_network(OSError("network is unreachable"))
     monkeypatch.setenv(fetching.MIRROR_ENVIRONMENT_VARIABLE, str(folder.parent))
     return folder
 

@@ -23,7 +23,7 @@ from factstore.dilution import fewrel, mlm, readings
 from factstore.dilution.pruning import (
     kept_fraction_ratio, max_dilution, max_dilution_interval, prune_by_magnitude, search_plateau_end, zero_fraction,
 )
-from factstore.experiments import dilution as steps
+from factstore.experiments import dilution_bert, dilution_fewrel, dilution_summary
 from factstore.io import load_tensors
 from factstore.training import steps_for_epochs
 
@@ -408,15 +408,15 @@ def test_bert_pipeline_pretrains_resumes_from_its_checkpoint_and_prunes(tmp_path
             raise Interrupted
 
     torch.manual_seed(0)  # what the step runner does at a process's start (dropout draws from it)
-    uninterrupted = steps.pretrain(params | {"checkpoint": str(tmp_path / "other.pt")}, {"paragraphs": paragraphs}, Context)
+    uninterrupted = dilution_bert.pretrain(params | {"checkpoint": str(tmp_path / "other.pt")}, {"paragraphs": paragraphs}, Context)
     monkeypatch.setattr(mlm, "save_atomically", save_then_stop)
     torch.manual_seed(0)
     with pytest.raises(Interrupted):
-        steps.pretrain(params, {"paragraphs": paragraphs}, Context)
+        dilution_bert.pretrain(params, {"paragraphs": paragraphs}, Context)
     assert torch.load(checkpoint, weights_only=True)["step"] == 4
     monkeypatch.setattr(mlm, "save_atomically", saved)
     torch.manual_seed(99)  # a new process, or other work in this one, before the resumption
-    out = steps.pretrain(params, {"paragraphs": paragraphs}, Context)
+    out = dilution_bert.pretrain(params, {"paragraphs": paragraphs}, Context)
     assert out["subset"]["resumed_from_step"] == 4 and not checkpoint.exists()
     # the resumed run trained the same weights as the uninterrupted one (batches, optimiser and dropout masks)
     resumed_state, uninterrupted_state = (load_tensors(o["model"])["state"] for o in (out, uninterrupted))
@@ -429,13 +429,13 @@ def test_bert_pipeline_pretrains_resumes_from_its_checkpoint_and_prunes(tmp_path
 
     prune_params = CORPUS | {"subset": "many", "groups": ["later_blocks", "qkv", "first_block", "head"], "rates": [0, 0.5, 1.0],
                              "retrain_steps": 1, "batch_size": 4, "learning_rate": 1e-4, "eval_maskings": 3}
-    table = steps.prune_bert(prune_params, {"paragraphs": paragraphs, "model": model_path}, Context)["table"]
+    table = dilution_bert.prune_bert(prune_params, {"paragraphs": paragraphs, "model": model_path}, Context)["table"]
     assert len(table) == 12 and table.apt.between(0, 1).all()
     assert np.allclose(table.zero_fraction, table.rate, atol=0.01)  # the re-training kept the masks
     unpruned = table[table.rate == 0]
     assert np.allclose(unpruned.apt, unpruned.apt_unpruned)  # rate 0 is the unpruned model, re-training skipped
     assert (unpruned.drop_standard_error == 0).all() and (table.apt_standard_error > 0).all()
-    vocabulary, token_ids, split = steps._tokenized_corpus(paragraphs, CORPUS)
+    vocabulary, token_ids, split = dilution_bert._tokenized_corpus(paragraphs, CORPUS)
     assert (table.masked_tokens == sum(len(token_ids[i]) for i in split["eval"])).all()  # every eval token masked once
 
 
@@ -444,7 +444,7 @@ def test_fewrel_step_reports_its_split_and_dilutes_the_block(tmp_path, fewrel_ta
     fewrel_table.to_csv(sentences, index=False)
     params = {"sweeps": {"labels": [[2, 5], [3, 5]], "samples": [[2, 5], [2, 7]]}, "rates": [0, 0.8], "seeds": 1, "seed": 0,
               "epochs": 1, "batch_size": 4, "learning_rate": 1e-3, "max_length": 48, "tolerance": 0.05}
-    tables = steps.fewrel_dilution(params, {"sentences": sentences}, Context)
+    tables = dilution_fewrel.fewrel_dilution(params, {"sentences": sentences}, Context)
     table, samples = tables["labels"], tables["samples"]
     assert len(table) == 4 and set(table.source) == {"fewrel_val_wiki"} and set(table.sweep) == {"labels"}
     # the shared setting (2 x 5) is fine-tuned once and lands in both sweeps' tables, the same rows
@@ -566,10 +566,8 @@ def _summary_tables(toy_accuracy=lambda sweep, value, rate: 1.0 if rate < 0.9 or
 
 
 def _summary_metrics(tables: dict[str, pd.DataFrame], monkeypatch) -> pd.DataFrame:
-    import factstore.experiments.dilution as module
-
-    monkeypatch.setattr(module, "concat_tables", lambda inputs, prefix: pd.concat([t for n, t in tables.items() if n.startswith(prefix)]))
-    return steps.summary({"archetype_tolerance": 0.02, "bert_tolerance": 0.02, "fewrel_tolerance": 0.05}, {}, Context)["metrics"]
+    monkeypatch.setattr(dilution_summary, "concat_tables", lambda inputs, prefix: pd.concat([t for n, t in tables.items() if n.startswith(prefix)]))
+    return dilution_summary.summary({"archetype_tolerance": 0.02, "bert_tolerance": 0.02, "fewrel_tolerance": 0.05}, {}, Context)["metrics"]
 
 
 def test_summary_writes_every_metric_the_claims_and_gates_read(monkeypatch):
@@ -691,7 +689,7 @@ def test_identical_predictions_are_zero_standard_errors_apart():
     rows = pd.DataFrame([{"subset": "few", "group": "later_blocks", "rate": r, "apt": 0.01, "apt_unpruned": 0.01,
                           "most_frequent_apt": 0.01, "margin_standard_error": 0.0, "apt_standard_error": 0.001,
                           "drop_standard_error": 0.0, "masked_tokens": 100} for r in (0.0, 1.0)])
-    metrics = {name: value for name, value, *_ in steps.bert_gate_metrics(rows)}
+    metrics = {name: value for name, value, *_ in readings.bert_gate_metrics(rows)}
     assert metrics["bert_removal_drop_se"] == 0.0 and metrics["bert_apt_margin_se"] == 0.0  # the gates fail, not NaN
 
 

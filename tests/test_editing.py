@@ -21,7 +21,7 @@ from factstore.editing.protocol import (
     clamp_residuals, disjoint_blocks, edit_block, edit_sentences, edit_templates, expert_keys, fact_outcomes,
     permuted_authors, set_weight, summarise_outcomes, target_residuals,
 )
-from factstore.editing.training import LanguageTraining, evaluate, perplexity, train_language_model
+from factstore.editing.training import LanguageTraining, TrainingCheckpoint, evaluate, perplexity, train_language_model
 from factstore.editing.vocabulary import FactVocabulary
 from factstore.editing.margins import Interval, margin_reading
 from factstore.experiments.editing import (
@@ -353,3 +353,56 @@ def test_clamp_caps_each_residual_relative_to_its_current_output():
     assert clamped[0].norm() == pytest.approx(2.0) and torch.allclose(clamped[0] / 2.0, residuals[0] / 5.0)
     assert torch.equal(clamped[1], residuals[1])  # already below the cap
     assert torch.equal(clamp_residuals(residuals, outputs, None), residuals)
+
+
+class KilledAfterSaving(Exception):
+    """Stands for a job killed right after its training saved a state."""
+
+
+def test_a_killed_training_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    """A training stopped after its second saved state and started again ends with the weights,
+    moments and record (time aside) of one that ran through; the state file is gone at the end."""
+    settings = LanguageTraining(batch_size=8, max_epochs=3, warmup_steps=2, checkpoint_every=2)
+    corpus_of = lambda vocabulary: templated_corpus(vocabulary, torch.arange(N_FACTS), torch.arange(N_FACTS), [0, 1])
+
+    through, vocabulary = toy_model()
+    record = train_language_model(through, corpus_of(vocabulary), settings, torch.Generator().manual_seed(0))
+
+    checkpoint = TrainingCheckpoint(tmp_path / "state.pt", fingerprint="these settings")
+    saves, save = [], TrainingCheckpoint.save
+
+    def save_then_die(self, state):
+        save(self, state)
+        saves.append(state["progress"]["steps"])
+        if len(saves) == 2:
+            raise KilledAfterSaving
+
+    monkeypatch.setattr(TrainingCheckpoint, "save", save_then_die)
+    killed, vocabulary = toy_model()
+    with pytest.raises(KilledAfterSaving):
+        train_language_model(killed, corpus_of(vocabulary), settings, torch.Generator().manual_seed(0), checkpoint)
+    assert saves == [2, 4] and checkpoint.path.exists()
+    monkeypatch.setattr(TrainingCheckpoint, "save", save)
+
+    resumed, vocabulary = toy_model()  # a fresh process: new model, new generator
+    resumed_record = train_language_model(resumed, corpus_of(vocabulary), settings, torch.Generator().manual_seed(0), checkpoint)
+    assert {k: v for k, v in resumed_record.items() if k != "seconds"} == {k: v for k, v in record.items() if k != "seconds"}
+    for (name, expected), actual in zip(through.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(expected, actual), name
+    assert not checkpoint.path.exists()
+
+
+def test_a_saved_state_of_other_settings_is_not_resumed(tmp_path):
+    """A state saved under another fingerprint (other parameters, other data) is ignored: the
+    training starts afresh and ends as one with no state file."""
+    settings = LanguageTraining(batch_size=8, max_epochs=2, checkpoint_every=1)
+    corpus_of = lambda vocabulary: templated_corpus(vocabulary, torch.arange(N_FACTS), torch.arange(N_FACTS), [0, 1])
+    TrainingCheckpoint(tmp_path / "state.pt", "other settings").save({"progress": {"steps": 1}})
+    fresh, vocabulary = toy_model()
+    record = train_language_model(fresh, corpus_of(vocabulary), settings, torch.Generator().manual_seed(0))
+    again, vocabulary = toy_model()
+    checkpoint = TrainingCheckpoint(tmp_path / "state.pt", "these settings")
+    assert checkpoint.load() is None
+    resumed = train_language_model(again, corpus_of(vocabulary), settings, torch.Generator().manual_seed(0), checkpoint)
+    assert resumed["steps"] == record["steps"] == 6
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), again.state_dict().values()))

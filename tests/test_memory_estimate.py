@@ -84,3 +84,82 @@ def test_the_usability_whitening_estimate_is_one_batch_not_every_probe():
     config["usability"]["whitening"]["ntk_max_width"] = 2**24
     message = memory_estimate.workflow_problem(config, environ={}, host_bytes=LAPTOP, cuda_available=False)
     assert message.startswith("factstore: usability.whitening.ntk_max_width = 16777216 needs about ")
+
+
+RULES = REPOSITORY / "workflow/rules"
+PROFILE = REPOSITORY / "workflow/profiles/slurm/config.yaml"
+NODE_MB = 128_000  # the node memory workflow/profiles/slurm/config.yaml's comment assumes
+
+
+def estimated_rules(config: dict) -> set[str]:
+    return {rule for term in memory_estimate.peak_terms(config) for rule in term.rules}
+
+
+@given(st.integers(16, 2048), st.integers(1, 4))
+def test_a_request_grows_with_the_knob_of_its_term(width, factor):
+    """memory_request_mb never shrinks as the size its term reads grows, and grows once the term
+    dominates the floor."""
+    config = load("config/smoke.yaml")
+    requests = []
+    for scale in (1, factor + 1, 64 * (factor + 1)):
+        sized = copy.deepcopy(config)
+        sized["ntk"]["convergence"]["widths"] = [width * scale * 64]
+        requests.append(memory_estimate.memory_request_mb(sized, "ntk_convergence"))
+    assert requests[0] <= requests[1] < requests[2]
+    assert all(request % memory_estimate.REQUEST_STEP_MB == 0 and request >= memory_estimate.FLOOR_MB
+               for request in requests)
+
+
+def test_a_request_covers_baseline_and_factor_times_the_largest_term():
+    config = load("config/paper.yaml")
+    for rule in estimated_rules(config):
+        largest = max(term.bytes for term in memory_estimate.rule_terms(config, rule)) / 1e6
+        request = memory_estimate.memory_request_mb(config, rule)
+        needed = memory_estimate.BASELINE_MB + memory_estimate.SAFETY_FACTOR * largest
+        assert needed <= request < max(needed, memory_estimate.FLOOR_MB) + memory_estimate.REQUEST_STEP_MB, rule
+
+
+def test_a_rule_without_a_term_has_no_request():
+    config = load("config/paper.yaml")
+    assert memory_estimate.memory_request_mb(config, "assoc_summary") is None
+    assert memory_estimate.memory_request_mb(config, "dilution_pretrain") is None
+    no_decoupled = copy.deepcopy(config)
+    no_decoupled["assoc"]["trained"]["decoupled_d"] = []
+    assert memory_estimate.memory_request_mb(no_decoupled, "assoc_trained") < memory_estimate.memory_request_mb(config, "assoc_trained")
+
+
+def test_every_term_names_rules_of_the_workflow_and_those_rules_declare_the_request():
+    """Each term's rules exist in workflow/rules/*.smk and declare mem_mb=memory_request("rule");
+    the SLURM profile does not override those requests."""
+    text = "\n".join(path.read_text() for path in RULES.glob("*.smk"))
+    rules = estimated_rules(load("config/paper.yaml"))
+    assert rules >= {"assoc_trained", "assoc_rank", "ntk_convergence", "ntk_training", "ntk_scaling", "attention_capacity",
+                     "committee_multi_output", "editing_train", "usability_whitening", "mlp_capacity"}
+    for rule in rules:
+        assert f"rule {rule}:" in text, rule
+        assert f'mem_mb=memory_request("{rule}")' in text, rule
+    set_resources = yaml.safe_load(PROFILE.read_text())["set-resources"]
+    assert not [rule for rule in rules if "mem_mb" in set_resources.get(rule, {})]
+
+
+def test_smoke_requests_fit_the_ci_slurm_node_and_paper_requests_fit_the_assumed_node():
+    """Smoke scale: at most the profile's default (16,000 MB, under the 65,536 MB node of .ci/slurm).
+    Paper scale: every request under the 128 GB node the profile assumes, except assoc_trained's
+    decoupled problem at d = 128 (the profile's comment names it: a large-memory node)."""
+    smoke, paper = load("config/smoke.yaml"), load("config/paper.yaml")
+    default = yaml.safe_load(PROFILE.read_text())["default-resources"]["mem_mb"]
+    assert default == 16000
+    assert all(memory_estimate.memory_request_mb(smoke, rule) <= default for rule in estimated_rules(smoke))
+    over = {rule for rule in estimated_rules(paper) if memory_estimate.memory_request_mb(paper, rule) > NODE_MB}
+    assert over == {"assoc_trained"}
+    comments = "\n".join(line for line in PROFILE.read_text().splitlines() if line.lstrip().startswith("#"))
+    assert "assoc_trained" in comments and "128 GB" in comments
+
+
+def test_the_decoupled_term_counts_the_previous_load_on_the_host_not_on_the_gpu():
+    config = load("config/config.yaml")
+    term = next(t for t in memory_estimate.peak_terms(config) if t.key == "trained.decoupled_d")
+    alone = copy.deepcopy(config)
+    alone["assoc"]["trained"]["alphas"] = [max(config["assoc"]["trained"]["alphas"])]
+    single = next(t for t in memory_estimate.peak_terms(alone) if t.key == "trained.decoupled_d")
+    assert single.bytes < term.bytes and term.gpu_bytes < term.bytes

@@ -166,6 +166,8 @@ ASSOC_FIGURE_RULES = {"assoc_figure"}
                                                                "assoc_hebbian", "assoc_summary", "claims", "ntk_", "attention_")),
         ("src/factstore/data/prepare.py", {"prepare_goodreads", "prepare_wikipedia", "prepare_fewrel", "data_manifest"},
          ("fetch_", "assoc_", "ntk_", "attention_")),
+        ("src/factstore/dilution/archetypes.py", {"dilution_archetypes", "dilution_summary", "dilution_figure", "claims_report"},
+         ("dilution_pretrain", "dilution_prune_bert", "dilution_fewrel", "fetch_", "prepare_", "assoc_", "ntk_", "attention_")),
         ("src/factstore/assoc.py", {"assoc_hebbian", "assoc_trained", "assoc_rank", "assoc_summary", "claims_report"}
          | ASSOC_FIGURE_RULES, ("fetch_", "prepare_", "data_", "ntk_", "attention_")),
         ("src/factstore/claims.py", {"claims_report"},

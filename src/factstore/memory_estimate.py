@@ -12,6 +12,11 @@ come on top (the assoc decoupled term, measured at a small size, came within 2% 
 peak resident memory). The usability study's capacity step, the dilution study and the committee
 machines other than the multi-output one have no term: they are not estimated.
 
+Each term also names the workflow rules whose jobs hold it; `memory_request_mb(config, rule)` turns
+the largest into the memory a cluster job of that rule asks for (workflow/rules/common.smk
+`memory_request`, used by workflow/profiles/slurm). benchmarks/bench_memory_estimate.py compares
+the estimates with a finished run's measured peaks.
+
 This module imports no torch at load time: the workflow imports it in the Snakemake process.
 """
 
@@ -26,6 +31,25 @@ from typing import Any
 FLOAT32, FLOAT64 = 4, 8
 GB = 1e9
 ASSOC_CHUNK = 2048  # rows of logits per chunk in factstore.assoc._loss_and_gradient (its default)
+# The rules of workflow/rules/mlp.smk whose jobs train MLPs by gradient descent (a gd_* method).
+MLP_GD_RULES = ("mlp_capacity", "mlp_anisotropy", "mlp_whitening", "mlp_whitening_regime")
+
+# A job's memory request (memory_request_mb), in MB. Measured on a finished default run
+# (config/config.yaml, CPU, one thread; each result's provenance sidecar has peak_memory_mib):
+# - BASELINE_MB: the step process before its tensors. Python with torch and factstore imported
+#   peaks at 253 MiB; the smallest peak of any step that imports torch is 308 MiB (323 MB):
+#   rounded up to 500 MB, room for numpy, pandas and the step's small tables.
+# - SAFETY_FACTOR: the estimates name the dominant tensors only; the allocator's rounding and the
+#   temporaries of an operation on them come on top. At the default scale the measured peak was
+#   at most 1.03 x (baseline + estimate) for every rule whose term is large (assoc, ntk, attention,
+#   committee, usability; benchmarks/bench_memory_estimate.py): 1.5 x the estimate.
+# - FLOOR_MB: the work no term names (the NTK constructions of the MLP rules, whose term counts the
+#   GD activations only; the editing model's weights and optimiser state) peaked at up to 1.42 GiB
+#   (1.49 GB, mlp_whitening) at the default scale: 2000 MB, never less.
+BASELINE_MB = 500
+SAFETY_FACTOR = 1.5
+FLOOR_MB = 2000
+REQUEST_STEP_MB = 500
 
 
 @dataclass(frozen=True)
@@ -38,10 +62,13 @@ class Term:
     value: Any
     what: str
     bytes: float
+    rules: tuple[str, ...] = ()  # the workflow rules (workflow/rules/*.smk) whose jobs hold it
+    gpu_bytes: float | None = None  # on a GPU, where it differs from the host's `bytes`
 
     def message(self, available_bytes: float, where: str) -> str:
         """The one line refusing this term on a machine with `available_bytes` (`where`: 'host' or 'GPU')."""
-        return (f"factstore: {self.study}.{self.key} = {self.value} needs about {self.bytes / GB:.0f} GB for {self.what} "
+        needed = (self.gpu_bytes or self.bytes) if where == "GPU" else self.bytes
+        return (f"factstore: {self.study}.{self.key} = {self.value} needs about {needed / GB:.0f} GB for {self.what} "
                 f"({where} has {available_bytes / GB:.0f} GB): lower {self.study}.{self.key}")
 
 
@@ -59,9 +86,13 @@ def assoc_terms(section: dict) -> list[Term]:
 
     - trained, decoupled problem: outputs (S, p, p, d) float32 twice (sample_problem scales a
       fresh Gaussian draw: both are alive at once), S = trained.seeds, p the facts at the largest
-      load of trained.alphas and the largest d of trained.decoupled_d; the inputs (S, p, d) and
-      the logit workspace (2, min(2048, p), p) are small beside it. Measured at d = 64, load 1.2,
-      2 seeds: 569 MB peak above the process's baseline against 576 MB estimated.
+      load of trained.alphas and the largest d of trained.decoupled_d, plus the previous load's
+      outputs (S, p', p', d) at the second-largest load (the step's loop still holds them while
+      it draws the next problem); the inputs (S, p, d) and the logit workspace
+      (2, min(2048, p), p) are small beside it. On a GPU the draw stays on the host (2 (S, p, p, d))
+      and the GPU holds the previous and the new outputs. Measured at d = 64, load 1.2 alone, 2 seeds:
+      569 MB peak above the process's baseline against 576 MB estimated; at the default run's
+      eleven loads and 3 seeds (loads 1.0 then 1.2) about 1.2 GiB above it against 1.16 GB.
     - trained, original problem: inputs and outputs (S, p, d) each, their recall and its gradient
       (S, p, d) each, and the logit workspace (2, min(2048, p), p), S the larger of trained.seeds
       and trained.fine.seeds, p at the largest d of trained.d.
@@ -74,10 +105,15 @@ def assoc_terms(section: dict) -> list[Term]:
     if trained.get("decoupled_d"):
         d = max(trained["decoupled_d"])
         p = facts_for_load(max(alphas), d)
+        lower = sorted(set(alphas))[:-1]
+        previous = facts_for_load(max(lower), d) if lower else 0
         seeds = trained.get("seeds", 1)
-        bytes_ = FLOAT32 * (2 * seeds * p * p * d + 2 * min(ASSOC_CHUNK, p) * p + 3 * seeds * p * d)
+        small = 2 * min(ASSOC_CHUNK, p) * p + 3 * seeds * p * d
+        bytes_ = FLOAT32 * (seeds * (2 * p * p + previous * previous) * d + small)
+        on_gpu = FLOAT32 * (seeds * (p * p + previous * previous) * d + small)
         terms.append(Term("assoc", "trained.decoupled_d", d,
-                          f"the decoupled problem's outputs ({seeds} seeds x {p} x {p} facts x d = {d})", bytes_))
+                          f"the decoupled problem's outputs ({seeds} seeds x {p} x {p} facts x d = {d})", bytes_,
+                          rules=("assoc_trained",), gpu_bytes=on_gpu))
     if trained.get("d"):
         d = max(trained["d"])
         fine = trained.get("fine", {})
@@ -86,20 +122,21 @@ def assoc_terms(section: dict) -> list[Term]:
         seeds = max(trained.get("seeds", 1), fine.get("seeds", 1))
         bytes_ = FLOAT32 * (4 * seeds * p * d + 2 * min(ASSOC_CHUNK, p) * p)
         terms.append(Term("assoc", "trained.d", d, f"the trained problem ({seeds} seeds x {p} facts x d = {d}, "
-                          f"logits {min(ASSOC_CHUNK, p)} x {p})", bytes_))
+                          f"logits {min(ASSOC_CHUNK, p)} x {p})", bytes_,
+                          rules=("assoc_trained",)))
     hebbian = section.get("hebbian", {})
     if hebbian.get("d"):
         d = max(hebbian["d"])
         p = facts_for_load(max(hebbian.get("alphas") or [0]), d)
         chunk = min(hebbian.get("chunk_size", ASSOC_CHUNK), p)
         terms.append(Term("assoc", "hebbian.d", d, f"Hebbian recall ({p} facts x d = {d}, logits {chunk} x {p})",
-                          FLOAT32 * (3 * p * d + chunk * p)))
+                          FLOAT32 * (3 * p * d + chunk * p), rules=("assoc_hebbian",)))
     rank = section.get("rank", {})
     if rank.get("d") and rank.get("alphas"):
         d, seeds = rank["d"], trained.get("seeds", 1)
         p = facts_for_load(max(rank["alphas"]), d)
         terms.append(Term("assoc", "rank.d", d, f"the rank-constrained problem ({seeds} seeds x {p} facts x d = {d})",
-                          FLOAT32 * (4 * seeds * p * d + 2 * min(ASSOC_CHUNK, p) * p)))
+                          FLOAT32 * (4 * seeds * p * d + 2 * min(ASSOC_CHUNK, p) * p), rules=("assoc_rank",)))
     return terms
 
 
@@ -122,13 +159,13 @@ def ntk_terms(section: dict) -> list[Term]:
             n, chunk = settings.get(rows, 1), min(settings.get("chunk_size", 1), settings.get(rows, 1))
             terms.append(Term("ntk", f"{part}.widths", width,
                               f"the parameter Jacobian ({n} inputs x {parameters} parameters, float64)",
-                              FLOAT64 * (n + 2 * chunk) * parameters))
+                              FLOAT64 * (n + 2 * chunk) * parameters, rules=(f"ntk_{part}",)))
     scaling = section.get("scaling", {})
     if scaling.get("train_sizes"):
         size, n_test = max(scaling["train_sizes"]), scaling.get("n_test", 1)
         terms.append(Term("ntk", "scaling.n_test", n_test,
                           f"the analytic kernels ({n_test} test x {size} train points, float64)",
-                          FLOAT64 * (8 * n_test * size + 3 * size * size)))
+                          FLOAT64 * (8 * n_test * size + 3 * size * size), rules=("ntk_scaling",)))
     return terms
 
 
@@ -166,7 +203,7 @@ def attention_terms(section: dict) -> list[Term]:
     size_key = "training.batch_size" if batch_size else "search.max_size"
     return [Term("attention", size_key, n_examples,
                  f"{models} models' activations at {'a batch of' if batch_size else 'N ='} {n_examples} (sweep {name}: H = {heads}, n = {n}, d = {d})",
-                 FLOAT32 * (worst + per_example_pool))]
+                 FLOAT32 * (worst + per_example_pool), rules=("attention_capacity",))]
 
 
 def committee_terms(section: dict) -> list[Term]:
@@ -180,7 +217,7 @@ def committee_terms(section: dict) -> list[Term]:
     elements = 4 * multi.get("instances", 1) * multi.get("patterns", 1) * outputs
     return [Term("committee", "multi_output.outputs", outputs,
                  f"the output logits ({multi.get('instances', 1)} instances x {multi.get('patterns', 1)} patterns x {outputs} outputs)",
-                 FLOAT32 * elements)]
+                 FLOAT32 * elements, rules=("committee_multi_output",))]
 
 
 def mlp_terms(section: dict) -> list[Term]:
@@ -194,7 +231,7 @@ def mlp_terms(section: dict) -> list[Term]:
     if not facts or not width:
         return []
     return [Term("mlp", "search.gd_max_width", width, f"gradient descent's activations ({max(facts)} facts x {width} units)",
-                 FLOAT32 * 6 * max(facts) * width)]
+                 FLOAT32 * 6 * max(facts) * width, rules=MLP_GD_RULES)]
 
 
 def editing_terms(section: dict) -> list[Term]:
@@ -207,24 +244,39 @@ def editing_terms(section: dict) -> list[Term]:
     vocabulary = 2 * section.get("n_facts", 0) + 256
     return [Term("editing", "training.batch_size", batch,
                  f"the output logits ({batch} sentences x 16 positions x {vocabulary} tokens)",
-                 FLOAT32 * 3 * batch * 16 * vocabulary)]
+                 FLOAT32 * 3 * batch * 16 * vocabulary, rules=("editing_train",))]
 
 
 def usability_terms(section: dict) -> list[Term]:
     """The usability study's whitening step (factstore.experiments.usability.whitening): it builds,
-    runs and drops its probes runs_per_batch at a time, each probe holding two folded MLPs (the
+    runs and drops its probes R at a time (runs_per_batch, or fewer where a kind has fewer probes:
+    alphas x seeds x methods x hosts), each probe holding two folded MLPs (the
     trained and the swapped), float64, plus the search's MLP and the pair a host ladder is trying.
-    At the widest host (whitening.ntk_max_width units, the widest NTK; a gated MLP's 3 d parameters
-    per unit) and the largest d of its embedding kinds: (2 runs_per_batch + 3) such MLPs."""
+    At the widest host (h = whitening.ntk_max_width units, the widest NTK; a gated MLP's 3 d
+    parameters per unit) and the largest d of its embedding kinds:
+    - (2 R + 3) such MLPs (h, 3 d) float64, and the float32 copies the batch's Transformers host
+      (factstore.usability.run_batch.RunBatch: the trained and the swapped of each run), 2 R (h, 3 d);
+    - the activations autograd keeps while the attention maps train through the frozen MLP: per
+      run its gate pre-activation, activation and up projection, (batch, h) float32 each, batch =
+      training.batch_size sequences (the MLP reads one position per sequence).
+    The default run's real-embedding job (10 probes in one batch) peaked 2.4 GiB above the process's
+    baseline against 2.8 GB estimated; the MLPs alone (the first item) came to 0.6 GB."""
     whitening = section.get("whitening", {})
     width = whitening.get("ntk_max_width")
     dims = [whitening.get(kind, {}).get("d", 0) for kind in ("real", "synthetic")]
     if not width or not max(dims, default=0):
         return []
-    mlps = 2 * section.get("runs_per_batch", 1) + 3
+    probes = max(len(whitening.get("alphas", [0])) * whitening.get("seeds", 1) * len(whitening.get("methods", [0]))
+                 * len(whitening.get(kind, {}).get("hosts", [0])) for kind in ("real", "synthetic"))
+    runs = min(section.get("runs_per_batch", 1), probes)
+    batch = section.get("training", {}).get("batch_size", 1)
+    mlps = 2 * runs + 3
+    parameters = width * 3 * max(dims)
+    bytes_ = FLOAT64 * mlps * parameters + FLOAT32 * 2 * runs * parameters + FLOAT32 * 3 * runs * batch * width
     return [Term("usability", "whitening.ntk_max_width", width,
-                 f"{mlps} folded NTK MLPs of the whitening step ({width} units x 3 d = {3 * max(dims)} parameters, float64)",
-                 FLOAT64 * mlps * width * 3 * max(dims))]
+                 f"{mlps} folded NTK MLPs of the whitening step ({width} units x 3 d = {3 * max(dims)} parameters, float64), "
+                 f"their float32 copies and {runs} runs' activations (batch {batch} x {width} units)",
+                 bytes_, rules=("usability_whitening",))]
 
 
 STUDIES = {"assoc": assoc_terms, "ntk": ntk_terms, "attention": attention_terms, "committee": committee_terms,
@@ -244,6 +296,28 @@ def peak_per_study(config: dict) -> dict[str, Term]:
         if term.study not in peaks or term.bytes > peaks[term.study].bytes:
             peaks[term.study] = term
     return peaks
+
+
+def rule_terms(config: dict, rule: str) -> list[Term]:
+    """The terms held by the jobs of workflow rule `rule` (none for a rule without an estimate)."""
+    return [term for term in peak_terms(config) if rule in term.rules]
+
+
+def memory_request_mb(config: dict, rule: str) -> int | None:
+    """The memory (MB) a job of `rule` asks a cluster for at `config`'s sizes, or None where no
+    term names the rule (the profile's default request applies to it).
+
+    BASELINE_MB (the step process: Python, torch, factstore) + SAFETY_FACTOR (1.5) x the rule's
+    largest term, rounded up to a multiple of 500 MB, and at least FLOOR_MB (2000 MB). The numbers
+    and why: the comment above BASELINE_MB. A rule-wide request, not per job: a profile cannot
+    tell a rule's jobs apart, and the largest job decides whether the rule fits a node.
+    """
+    terms = rule_terms(config, rule)
+    if not terms:
+        return None
+    largest = max(term.bytes for term in terms) / 1e6
+    needed = BASELINE_MB + SAFETY_FACTOR * largest
+    return max(FLOOR_MB, REQUEST_STEP_MB * math.ceil(needed / REQUEST_STEP_MB))
 
 
 def host_memory_bytes() -> float:
@@ -308,6 +382,7 @@ def workflow_problem(config: dict, gpu_resource: Any = None, environ: dict | Non
     host_bytes = host_memory_bytes() if host_bytes is None else host_bytes
     if terms[0].bytes > host_bytes:
         return terms[0].message(host_bytes, "host")
-    if cuda_available and device != "cpu" and gpu_bytes and terms[0].bytes > gpu_bytes:
-        return terms[0].message(gpu_bytes, "GPU")
+    on_gpu = max(terms, key=lambda term: term.gpu_bytes or term.bytes)
+    if cuda_available and device != "cpu" and gpu_bytes and (on_gpu.gpu_bytes or on_gpu.bytes) > gpu_bytes:
+        return on_gpu.message(gpu_bytes, "GPU")
     return None

@@ -9,7 +9,9 @@ recorded as `["python -m factstore", STEP, ...]`, not by the absolute path of th
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
+import json
 import platform
 import resource
 import socket
@@ -19,6 +21,14 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = ("factstore", "torch", "numpy", "scipy", "pandas", "matplotlib", "seaborn", "snakemake")
+
+
+def parameters_fingerprint(params: dict, leave_out: tuple[str, ...] = ("checkpoint",)) -> str:
+    """sha256 of a step's parameters (canonical JSON) without the keys in `leave_out` (where a
+    checkpoint is written does not change what is trained): a saved training state is resumed
+    only by a step whose fingerprint matches."""
+    kept = {key: value for key, value in params.items() if key not in leave_out}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
 @functools.cache

@@ -28,6 +28,8 @@ rule assoc_hebbian:
         json=as_json(ASSOC["hebbian"], seed=ASSOC["seed"]),
         io=runner_io,
     threads: config["threads"]
+    resources:
+        mem_mb=memory_request("assoc_hebbian"),
     log:
         "logs/assoc/hebbian.log",
     shell:
@@ -53,6 +55,7 @@ rule assoc_trained:
     threads: config["threads"]
     resources:
         gpu=1,
+        mem_mb=memory_request("assoc_trained"),
     log:
         "logs/assoc/trained_{problem}_d{d}.log",
     shell:
@@ -83,6 +86,7 @@ rule assoc_rank:
     threads: config["threads"]
     resources:
         gpu=1,
+        mem_mb=memory_request("assoc_rank"),
     log:
         "logs/assoc/rank{kappa}_d{d}.log",
     shell:

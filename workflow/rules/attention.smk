@@ -51,6 +51,7 @@ rule attention_capacity:
     threads: config["threads"]
     resources:
         gpu=1,
+        mem_mb=memory_request("attention_capacity"),
     log:
         f"logs/attention/capacity_{ATTENTION_LAYER}.log",
     shell:

@@ -31,11 +31,38 @@ rule claims_report:
         STEP
 
 
+# The verdicts at a glance: claims per work (paper) and status, beside the claims report in the
+# Snakemake report. Made by the `claims` and `all` targets, not by `figures` (it needs the claims
+# report, which `figures` does not).
+rule claims_verdicts:
+    """Claims per work and status: results/claims_verdicts.png and .pdf."""
+    input:
+        claims=rules.claims_report.output.table,
+        registry="config/claims.yaml",
+        code=step_code("verdicts"),
+    output:
+        png=report("results/claims_verdicts.png", caption="../report/figure.rst", category="Claims",
+                   labels={"figure": "verdicts"}),
+        pdf="results/claims_verdicts.pdf",
+    params:
+        step="verdicts.draw",
+        json=as_json({}),
+        io=runner_io,
+        # what the report's caption reads (workflow/report/figure.rst)
+        caption=figure_caption(SOURCE_ROOT / "factstore/plots/overview.py", "verdicts"),
+        claims="every claim of config/claims.yaml, by its status",
+    log:
+        "logs/claims_verdicts.log",
+    shell:
+        STEP
+
+
 rule runtimes:
     """Measured wall time of every step and the package versions of the run (from the sidecars)."""
     input:
         lambda w: FIGURES,
         rules.claims_report.output.json,
+        rules.claims_verdicts.output,
         code=step_code("runtimes"),
     output:
         runtimes=report("results/runtimes.csv", caption="../report/runtimes.rst", category="Run times and versions"),

@@ -119,6 +119,7 @@ rule committee_multi_output:
     threads: config["threads"]
     resources:
         gpu=1,
+        mem_mb=memory_request("committee_multi_output"),
     log:
         "logs/committee/multi_output.log",
     shell:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from factstore import config as factstore_config
+from factstore import memory_estimate
 from factstore import run_directory
 from factstore.claims import claims_shown_in, load_registry
 from factstore.code_dependencies import source_files
@@ -128,6 +129,16 @@ def runner_io(wildcards, input, output):
     parts = [f"--input {name}={path}" for name, path in input.items() if name != "code"]
     parts += [f"--output {name}={path}" for name, path in output.items()]
     return " ".join(parts)
+
+
+def memory_request(name):
+    """`mem_mb` (MB) of the rule `name`, whose jobs hold a tensor that factstore.memory_estimate
+    estimates at this run's sizes -- baseline + safety factor x the estimate (memory_request_mb says
+    which). A cluster executor (workflow/profiles/slurm) asks for it; a local run enforces it only
+    under --resources mem_mb=N. Only rules with an estimate declare it (others get the profile's default)."""
+    request = memory_estimate.memory_request_mb(config, name)
+    # None: this config empties the sizes the estimate reads (the rule then has no jobs)
+    return memory_estimate.FLOOR_MB if request is None else request
 
 
 # Every rule runs one step of factstore.experiments through the same command line.

@@ -1,8 +1,9 @@
 # Capacity per label (S3, second half): max dilution of the archetype toy model, of a small
 # BERT pretrained by masked LM on two Wikipedia subsets, and of BERT-1 (MiniLM's first block) fine-tuned on FewRel.
 #
-# Follows workflow/rules/assoc.smk: computation rules running steps of
-# factstore.experiments.dilution, a summary rule writing the metrics the claims read, and ONE
+# Follows workflow/rules/assoc.smk: computation rules running steps of one module per part
+# (factstore.experiments.dilution_archetypes, _bert, _fewrel: editing one part's code reruns only
+# its rules), a summary rule (step module dilution_summary) writing the metrics the claims read, and ONE
 # figure rule whose {figure} wildcard picks a function of factstore.plots.dilution.
 
 DILUTION = config["dilution"]
@@ -30,9 +31,9 @@ rule dilution_archetypes:
     wildcard_constraints:
         vary="|".join(DILUTION_TOY["sweeps"]),
     input:
-        code=step_code("dilution"),
+        code=step_code("dilution_archetypes"),
     params:
-        step="dilution.archetypes",
+        step="dilution_archetypes.archetypes",
         json=lambda w: as_json(
             {k: v for k, v in DILUTION_TOY.items() if k != "sweeps"},
             vary=w.vary, values=DILUTION_TOY["sweeps"][w.vary], seed=DILUTION["seed"],
@@ -61,9 +62,9 @@ rule dilution_pretrain:
     priority: 10
     input:
         paragraphs=DATA_TABLES["wikipedia_paragraphs"],
-        code=step_code("dilution"),
+        code=step_code("dilution_bert"),
     params:
-        step="dilution.pretrain",
+        step="dilution_bert.pretrain",
         json=lambda w: as_json(
             {k: v for k, v in DILUTION_BERT.items() if k not in ("groups", "rates", "retrain_steps", "eval_maskings")},
             subset=w.subset, seed=DILUTION["seed"],
@@ -88,9 +89,9 @@ rule dilution_prune_bert:
     input:
         model=rules.dilution_pretrain.output.model,
         paragraphs=DATA_TABLES["wikipedia_paragraphs"],
-        code=step_code("dilution"),
+        code=step_code("dilution_bert"),
     params:
-        step="dilution.prune_bert",
+        step="dilution_bert.prune_bert",
         json=lambda w: as_json(
             DILUTION_BERT_CORPUS,
             subset=w.subset, groups=DILUTION_BERT["groups"], rates=DILUTION_BERT["rates"],
@@ -115,9 +116,9 @@ rule dilution_fewrel:
         **{sweep: f"results/dilution/fewrel_{sweep}.csv" for sweep in DILUTION_FEWREL_SETTINGS},
     input:
         sentences=DATA_TABLES["fewrel_sentences"],
-        code=step_code("dilution"),
+        code=step_code("dilution_fewrel"),
     params:
-        step="dilution.fewrel_dilution",
+        step="dilution_fewrel.fewrel_dilution",
         json=as_json(
             {k: DILUTION_FEWREL[k] for k in ("rates", "seeds", "epochs", "batch_size", "learning_rate", "max_length")},
             sweeps=DILUTION_FEWREL_SETTINGS, seed=DILUTION["seed"], tolerance=DILUTION["fewrel_tolerance"],
@@ -157,9 +158,9 @@ rule dilution_summary:
         **DILUTION_TOY_TABLES,
         **DILUTION_BERT_TABLES,
         **DILUTION_FEWREL_TABLES,
-        code=step_code("dilution"),
+        code=step_code("dilution_summary"),
     params:
-        step="dilution.summary",
+        step="dilution_summary.summary",
         json=as_json(DILUTION_SUMMARY_PARAMS),
         io=runner_io,
     log:

@@ -18,6 +18,8 @@ rule editing:
 
 
 rule editing_train:
+    """The language model's training; saves its state under the run's results/editing/checkpoints/ so an
+    interrupted job resumes (the checkpoint is removed once the model is written)."""
     output:
         model="results/editing/language_model.pt",
         recall="results/editing/recall.csv",
@@ -27,11 +29,13 @@ rule editing_train:
         code=step_code("editing"),
     params:
         step="editing.train",
-        json=as_json(EDITING_SHARED, **{key: EDITING[key] for key in ("n_facts", "dim", "model", "training")}),
+        json=as_json(EDITING_SHARED, **{key: EDITING[key] for key in ("n_facts", "dim", "model", "training")},
+                     checkpoint=in_run("results/editing/checkpoints/language_model.pt")),
         io=runner_io,
     threads: config["threads"]
     resources:
         gpu=1,
+        mem_mb=memory_request("editing_train"),
     log:
         "logs/editing/train.log",
     shell:

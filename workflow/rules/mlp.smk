@@ -57,6 +57,7 @@ rule mlp_capacity:
     threads: config["threads"]
     resources:
         gpu=lambda w: int(w.method.startswith("gd")),  # GD trains on the GPU; constructions stay on the CPU
+        mem_mb=memory_request("mlp_capacity"),
     log:
         "logs/mlp/capacity_{method}.log",
     shell:
@@ -134,6 +135,7 @@ rule mlp_anisotropy:
     threads: config["threads"]
     resources:
         gpu=1,  # its GD methods train on the GPU when there is one
+        mem_mb=memory_request("mlp_anisotropy"),
     log:
         "logs/mlp/anisotropy_kappa{kappa}.log",
     shell:
@@ -157,6 +159,7 @@ rule mlp_whitening:
     threads: config["threads"]
     resources:
         gpu=1,  # its GD methods train on the GPU when there is one
+        mem_mb=memory_request("mlp_whitening"),
     log:
         "logs/mlp/whitening_alpha{alpha}.log",
     shell:
@@ -178,6 +181,7 @@ rule mlp_whitening_regime:
     threads: config["threads"]
     resources:
         gpu=1,  # its GD methods train on the GPU when there is one
+        mem_mb=memory_request("mlp_whitening_regime"),
     log:
         "logs/mlp/whitening_regime.log",
     shell:

@@ -24,6 +24,7 @@ rule ntk_convergence:
     threads: config["threads"]
     resources:
         gpu=1,
+        mem_mb=memory_request("ntk_convergence"),
     log:
         "logs/ntk/convergence.log",
     shell:
@@ -45,6 +46,7 @@ rule ntk_training:
     threads: config["threads"]
     resources:
         gpu=1,
+        mem_mb=memory_request("ntk_training"),
     log:
         "logs/ntk/training_w{width}.log",
     shell:
@@ -63,6 +65,7 @@ rule ntk_scaling:
     threads: config["threads"]
     resources:
         gpu=1,
+        mem_mb=memory_request("ntk_scaling"),
     log:
         "logs/ntk/scaling.log",
     shell:

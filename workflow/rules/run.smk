@@ -22,6 +22,7 @@ rule all:
         rules.data.input,
         lambda wildcards: FIGURES,
         CLAIMS_REPORT,
+        rules.claims_verdicts.output,
         rules.runtimes.output,
 
 
@@ -32,6 +33,7 @@ rule figures:
 
 
 rule claims:
-    """The claims report: results/claims.json, .md and .csv."""
+    """The claims report: results/claims.json, .md and .csv, and its figure claims_verdicts."""
     input:
         CLAIMS_REPORT,
+        rules.claims_verdicts.output,

@@ -97,6 +97,7 @@ rule usability_whitening:
     threads: config["threads"]
     resources:
         gpu=1,
+        mem_mb=memory_request("usability_whitening"),
     log:
         "logs/usability/whitening_{kind}.log",
     shell:

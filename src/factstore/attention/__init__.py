@@ -22,6 +22,8 @@ The modules, each a plain function of tensors (none reads the config):
 - `capacity`: training to fit, several models side by side (`fit_sizes`), and the capacity search
   over N built on it (`attention_capacity`).
 - `assumptions`: the theorem's rank assumptions checked on a dataset (`check_assumptions`).
+- `summary`: the study's metrics from the sweeps' capacity and probe tables (`capacity_table`,
+  `metrics_table`), every metric name written out once.
 
 Import from the modules (`from factstore.attention.capacity import attention_capacity`); this
 package re-exports nothing, so an import names the module a thing lives in.

@@ -14,6 +14,12 @@ recall alone leaves the template words under-trained: the facts are learnt withi
 whose perplexity r_NF compares before and after an edit; the book target is a uniform draw over
 the books and is left out), and the router's fact weight at the answer position and at the
 template-word positions.
+
+A long training (the paper scale's language model runs for hours) saves its state every
+`checkpoint_every` updates to a `TrainingCheckpoint` and, started again with the same settings,
+resumes from it: the model's trainable weights, AdamW's moments, the schedule, the shuffling
+generator and the epoch's order and running sums, so a resumed training ends with the same
+weights, bit for bit, as one that was never stopped.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -28,6 +35,7 @@ from torch.nn import functional
 
 from factstore.editing.corpus import AUTHOR, NONE, TEXT, Corpus
 from factstore.editing.model import FactLanguageModel
+from factstore.io import load_tensors, save_tensors
 from factstore.training import adamw_with_warmup, check_finite
 
 
@@ -42,6 +50,30 @@ class LanguageTraining:
     max_epochs: int = 30
     stop_recall: float = 1.0
     text_loss_tolerance: float = 0.02
+    checkpoint_every: int = 0  # updates between saved states (0: none); results do not depend on it
+
+
+@dataclass(frozen=True)
+class TrainingCheckpoint:
+    """Where a training saves its state (`path`, a torch file of tensors and plain values) and the
+    fingerprint of what it trains: a saved state is resumed only when its fingerprint matches
+    (other settings or data start afresh). The training removes the file when it ends."""
+
+    path: Path
+    fingerprint: str
+
+    def load(self) -> dict | None:
+        """The saved state, or None when there is none or it belongs to another training."""
+        if not self.path.exists():
+            return None
+        saved = load_tensors(self.path)
+        return saved if saved.get("fingerprint") == self.fingerprint else None
+
+    def save(self, state: dict) -> None:
+        save_tensors({**state, "fingerprint": self.fingerprint}, self.path)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def sentence_losses(logits: torch.Tensor, corpus: Corpus) -> torch.Tensor:
@@ -58,44 +90,73 @@ def answer_correct(logits: torch.Tensor, corpus: Corpus) -> torch.Tensor:
 
 
 def train_language_model(model: FactLanguageModel, corpus: Corpus, settings: LanguageTraining,
-                         generator: torch.Generator) -> dict:
-    """Train `model` on `corpus` (on the model's device). Returns {epochs, steps, seconds, loss,
-    train_recall and text_loss (the last epoch's, measured before each update), stop ('target' |
-    'max_epochs')}."""
+                         generator: torch.Generator, checkpoint: TrainingCheckpoint | None = None) -> dict:
+    """Train `model` on `corpus` (on the model's device). Returns {epochs, steps, seconds, loss
+    (the last update's), train_recall and text_loss (the last epoch's, measured before each
+    update), stop ('target' | 'max_epochs')}. With `checkpoint`, saves the state every
+    settings.checkpoint_every updates and resumes from a matching saved state (module docstring)."""
     device = model.embedding.weight.device
     corpus = corpus.to(device)
-    optimizer, schedule = adamw_with_warmup(model.trainable_parameters(), settings.learning_rate,
+    trainable = model.trainable_parameters()
+    optimizer, schedule = adamw_with_warmup(trainable, settings.learning_rate,
                                             settings.weight_decay, settings.warmup_steps)
-    started, steps, stop, recall, loss_value = time.perf_counter(), 0, "max_epochs", 0.0, math.nan
-    text_loss, previous_text_loss = math.nan, math.inf
+    started, stop = time.perf_counter(), "max_epochs"
+    # Where the training stands: the epoch, its shuffled order, the next batch and the running sums.
+    progress = {"epoch": 1, "order": None, "next_batch": 0, "steps": 0, "correct": 0, "text_nll": 0.0,
+                "text_count": 0, "loss": math.nan, "previous_text_loss": math.inf}
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None:
+        with torch.no_grad():
+            for parameter, value in zip(trainable, saved["trainable"], strict=True):
+                parameter.copy_(value)
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+        generator.set_state(saved["generator"])
+        progress = saved["progress"]
+
+    def save_state() -> None:
+        checkpoint.save({"trainable": [parameter.detach().cpu() for parameter in trainable],
+                         "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                         "generator": generator.get_state(), "progress": dict(progress, order=progress["order"].cpu())})
+
+    recall, text_loss = 0.0, math.nan
     model.train()
-    for epoch in tqdm(range(1, settings.max_epochs + 1), desc="language model epochs", mininterval=5):
-        order = torch.randperm(len(corpus.tokens), generator=generator).to(device)
-        correct, text_nll, text_count = 0, 0.0, 0
-        for rows in order.split(settings.batch_size):
-            batch = corpus.subset(rows)
+    epochs = tqdm(range(progress["epoch"], settings.max_epochs + 1), desc="language model epochs", mininterval=5)
+    for epoch in epochs:
+        if progress["order"] is None:
+            progress["order"] = torch.randperm(len(corpus.tokens), generator=generator)
+        batches = progress["order"].to(device).split(settings.batch_size)
+        for index in range(progress["next_batch"], len(batches)):
+            batch = corpus.subset(batches[index])
             logits, _ = model(batch.tokens)
             losses = sentence_losses(logits, batch)
             loss = losses.sum() / (batch.target_kinds != NONE).sum()
-            check_finite(loss, None, where=f"editing.train(learning_rate={settings.learning_rate:g})", step=steps)
+            check_finite(loss, None, where=f"editing.train(learning_rate={settings.learning_rate:g})", step=progress["steps"])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             schedule.step()
-            correct += int(answer_correct(logits.detach(), batch).sum())
             text = batch.target_kinds == TEXT
-            text_nll += float((losses.detach() * text).sum())
-            text_count += int(text.sum())
-            steps += 1
-        recall, loss_value = correct / len(corpus.tokens), float(loss.detach())
-        text_loss = text_nll / max(text_count, 1)
-        if recall >= settings.stop_recall and text_loss > (1 - settings.text_loss_tolerance) * previous_text_loss:
+            progress["correct"] += int(answer_correct(logits.detach(), batch).sum())
+            progress["text_nll"] += float((losses.detach() * text).sum())
+            progress["text_count"] += int(text.sum())
+            progress["loss"] = float(loss.detach())
+            progress["steps"] += 1
+            progress["next_batch"] = index + 1
+            if checkpoint is not None and settings.checkpoint_every and progress["steps"] % settings.checkpoint_every == 0:
+                save_state()
+        recall = progress["correct"] / len(corpus.tokens)
+        text_loss = progress["text_nll"] / max(progress["text_count"], 1)
+        if recall >= settings.stop_recall and text_loss > (1 - settings.text_loss_tolerance) * progress["previous_text_loss"]:
             stop = "target"
             break
-        previous_text_loss = text_loss
+        progress.update(epoch=epoch + 1, order=None, next_batch=0, correct=0, text_nll=0.0, text_count=0,
+                        previous_text_loss=text_loss)
     model.eval()
-    return {"epochs": epoch, "steps": steps, "seconds": time.perf_counter() - started, "loss": loss_value,
-            "train_recall": recall, "text_loss": text_loss, "stop": stop}
+    if checkpoint is not None:
+        checkpoint.remove()
+    return {"epochs": epoch, "steps": progress["steps"], "seconds": time.perf_counter() - started,
+            "loss": progress["loss"], "train_recall": recall, "text_loss": text_loss, "stop": stop}
 
 
 @torch.no_grad()

@@ -37,7 +37,7 @@ from factstore.editing.protocol import (
     permuted_authors, perplexity_ratio, set_weight, summarise_outcomes, target_residuals,
 )
 from factstore.editing.templates import TEMPLATES, split_templates
-from factstore.editing.training import LanguageTraining, evaluate, perplexity, train_language_model
+from factstore.editing.training import LanguageTraining, TrainingCheckpoint, evaluate, perplexity, train_language_model
 from factstore.editing.vocabulary import FactVocabulary, eligible_facts, fact_vocabulary, load_tokenizer
 from factstore.embeddings import model_directory
 from factstore.facts import FactSet, normalize_rows, spherical_embeddings
@@ -46,6 +46,7 @@ from factstore.metrics import MetricsTable
 from factstore.mlp import gd, serialisation
 from factstore.mlp.methods import get_method
 from factstore.mlp.modules import module_accuracy, output_layer, parameter_count
+from factstore.provenance import parameters_fingerprint
 from factstore.training import warn_if_far_from_target
 
 BASELINES = ("rome", "memit", "alphaedit")
@@ -109,7 +110,9 @@ def per_template(measured: dict[str, Tensor], corpus: Corpus, held_out: list[int
 
 def train(params: dict, inputs: dict[str, Path], context) -> dict:
     """Outputs: `model` (the trained language model and its vocabulary, bytes), `recall` (per
-    template) and `language_model` (one row: sizes, training record, overall measurements)."""
+    template) and `language_model` (one row: sizes, training record, overall measurements).
+    params["checkpoint"]: where the training saves its state every training.checkpoint_every
+    updates; a job started again after a kill resumes from it (removed when the training ends)."""
     seed, dim = params["seed"], params["dim"]
     seen, held_out = split_templates(params["held_out_templates"])
     tokenizer = load_tokenizer(model_directory())
@@ -124,8 +127,9 @@ def train(params: dict, inputs: dict[str, Path], context) -> dict:
     with seeded_global_generators(seed, context.device):  # the trainable parts' initialisation; restored after
         model = FactLanguageModel(embeddings, expert, mlp_input_scale=dim ** -0.5, **params["model"]).to(context.device)
         every_fact = torch.arange(len(facts))
+        checkpoint = TrainingCheckpoint(Path(params["checkpoint"]), parameters_fingerprint(params))
         record = train_language_model(model, templated_corpus(vocabulary, authors, every_fact, seen),
-                                      LanguageTraining(**params["training"]), derived_generator(seed, "train"))
+                                      LanguageTraining(**params["training"]), derived_generator(seed, "train"), checkpoint)
     corpus = templated_corpus(vocabulary, authors, every_fact, range(len(TEMPLATES)))
     measured = evaluate(model, corpus)
     held = torch.isin(corpus.templates, torch.tensor(held_out))

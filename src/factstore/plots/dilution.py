@@ -52,7 +52,7 @@ def archetypes(tables: dict[str, pd.DataFrame], params: dict):
     """Test accuracy vs kept fraction of the input-to-hidden weights, one panel per sweep (labels,
     training samples per label, depth, P_f), the max dilution of each curve dotted.
 
-    tables: archetypes_<sweep> (dilution.archetypes), max_dilution (dilution.summary).
+    tables: archetypes_<sweep> (dilution_archetypes.archetypes), max_dilution (dilution_summary.summary).
     """
     curves = style.stacked(tables, "archetypes_")
     maxima = tables["max_dilution"]
@@ -78,7 +78,7 @@ def bert_pretraining(tables: dict[str, pd.DataFrame], params: dict):
     """APT (accuracy per masked token, held-out paragraphs) vs kept fraction per pruned group,
     both Wikipedia subsets; last panel: the MLM training curves.
 
-    tables: bert_<subset> (dilution.prune_bert), log_<subset> (dilution.pretrain's log).
+    tables: bert_<subset> (dilution_bert.prune_bert), log_<subset> (dilution_bert.pretrain's log).
     """
     curves = style.stacked(tables, "bert_")
     logs = style.stacked(tables, "log_")
@@ -115,7 +115,7 @@ def fewrel(tables: dict[str, pd.DataFrame], params: dict):
     """BERT-1 FewRel test accuracy vs kept fraction of its block's weights: labels sweep and
     samples-per-label sweep, each curve's max dilution dotted.
 
-    tables: fewrel_<sweep> (dilution.fewrel_dilution), max_dilution (dilution.summary).
+    tables: fewrel_<sweep> (dilution_fewrel.fewrel_dilution), max_dilution (dilution_summary.summary).
     """
     curves = style.stacked(tables, "fewrel_")
     maxima = tables["max_dilution"]
@@ -144,7 +144,7 @@ def max_dilution(tables: dict[str, pd.DataFrame], params: dict):
     """Max dilution against the number of labels and against the training-set size, for the
     archetypes and FewRel, and per pruned group for the two BERT subsets.
 
-    tables: max_dilution (dilution.summary).
+    tables: max_dilution (dilution_summary.summary).
     """
     table = tables["max_dilution"]
     fig, axes = style.figure(ncols=3, width=3.8)
