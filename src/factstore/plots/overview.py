@@ -1,5 +1,6 @@
 """The cross-study figures: bits per parameter with the known reference lines, and the claims'
-verdicts per work. Each is drawn by its own step (factstore.experiments.overview) from one table."""
+verdicts per work, each drawn from one table by its own step (factstore.experiments.overview and
+factstore.experiments.verdicts)."""
 
 from __future__ import annotations
 
