@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -40,32 +39,14 @@ def counts(records: list[Record]) -> dict[str, int]:
     return {status: sum(r["status"] == status for r in records) for status in STATUSES}
 
 
-def base_status(cell: str) -> str:
-    """The status (a STATUSES value) of a claims table's status cell (`status_text`):
-    'FAIL, fragile' -> 'FAIL', 'UNTESTABLE (checks: PASS)' -> 'UNTESTABLE'; an unknown one raises."""
-    for status in STATUSES:
-        if cell == status or cell.startswith((f"{status},", f"{status} (")):
-            return status
-    raise ValueError(f"unknown claim status {cell!r} (known: {', '.join(STATUSES)})")
-
-
-def verdict_counts(claims: pd.DataFrame, works: Sequence[str] | None = None) -> pd.DataFrame:
+def verdict_counts(records: list[Record]) -> pd.DataFrame:
     """Claims per work and status: the figure claims_verdicts draws, the report's per-work count
-    lines as one table.
-
-    claims: one row per claim with columns `work` and `status` (a STATUSES value or a status cell
-    such as 'FAIL, fragile'). works: the row order (the registry's; default: the order the works
-    first appear in `claims`); a work listed without claims reads zero, a claim of an unlisted work
-    raises. Returns a (work x status) table of integers, columns STATUSES in their order, zeros
-    included, so two runs' tables line up."""
-    order = list(dict.fromkeys(claims["work"] if works is None else works))
-    unlisted = sorted(set(claims["work"]) - set(order))
-    if unlisted:
-        raise ValueError(f"claims of works not listed: {', '.join(unlisted)}")
-    statuses = [base_status(cell) for cell in claims["status"]]
-    table = pd.crosstab(pd.Series(list(claims["work"]), name="work"), pd.Series(statuses, name="status"))
-    return table.reindex(index=pd.Index(order, name="work"), columns=pd.Index(STATUSES, name="status"),
-                         fill_value=0).astype(int)
+    lines (`counts`) as one table. Rows 'S0: <title>' in the report's order, columns STATUSES in
+    their order, zeros included, so two runs' tables line up."""
+    works = sorted({work_of(r) for r in records})
+    rows = {f"{work}: {next(r['work'] for r in records if work_of(r) == work)}":
+            counts([r for r in records if work_of(r) == work]) for work in works}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(STATUSES)).rename_axis("work").astype(int)
 
 
 def count_line(records: list[Record]) -> str:

@@ -37,8 +37,7 @@ rule claims_report:
 rule claims_verdicts:
     """Claims per work and status: results/claims_verdicts.png and .pdf."""
     input:
-        claims=rules.claims_report.output.table,
-        registry="config/claims.yaml",
+        claims=rules.claims_report.output.json,
         code=step_code("verdicts"),
     output:
         png=report("results/claims_verdicts.png", caption="../report/figure.rst", category="Claims",
