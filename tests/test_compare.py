@@ -183,7 +183,7 @@ def test_the_main_help_lists_each_command_with_one_line(command):
     lines = done.stdout.splitlines()
     heading = next(number for number, line in enumerate(lines) if line.startswith("commands ("))
     listed = {line.split()[0]: line for line in lines[heading + 1:] if line.strip()}
-    assert set(listed) == {"compare", "docs"}
+    assert set(listed) == {"compare", "docs", "preflight"}
     assert "compare RUN_A RUN_B [--changed-only]" in listed["compare"] and "what changed" in listed["compare"]
     assert ("factstore" if len(command) == 1 else "python -m factstore") in lines[heading]
 

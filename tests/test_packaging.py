@@ -18,7 +18,8 @@ def test_environment_yml_matches_pyproject():
     environment = yaml.safe_load((REPOSITORY / "environment.yml").read_text())
     pip_section = next(item["pip"] for item in environment["dependencies"] if isinstance(item, dict))
     assert set(pip_section) == wanted
-    assert "python=3.11" in environment["dependencies"]
+    python = next(item for item in environment["dependencies"] if isinstance(item, str) and item.startswith("python"))
+    assert python == "python" + project["requires-python"]  # conda and pip accept the same Python versions
 
 
 def test_torch_is_a_range_so_a_cluster_or_cuda_torch_is_kept():

@@ -18,6 +18,10 @@ measured values) and what changed, under each run's scale, config file and commi
 record them (factstore.run_comparison); a run is a run directory ('.', 'runs/paper') or a
 claims.json; one that is not a claims report is refused in one line, exit status 2.
 
+`python -m factstore preflight [--configfile FILE]` lists each rule's estimated memory at the
+config's sizes and whether it fits one node and one GPU (factstore.preflight); exit status 1 names
+each rule that does not fit and the key to lower.
+
 `python -m factstore docs [--check]` rewrites (or checks) the documentation generated from the
 claims registry: docs/science.md's claims and each method note's declared choices
 (factstore.registry_docs).
@@ -278,11 +282,45 @@ def docs(argv: list[str]) -> int:
     return 1 if args.check and paths else 0
 
 
-COMMANDS = {"compare": compare, "docs": docs}
+def preflight(argv: list[str]) -> int:
+    """`preflight [--configfile FILE]`: each rule's estimated memory at the config's sizes against one
+    node and one GPU (exit 0 when every rule fits, 1 naming each that does not, 2 a bad config)."""
+    parser = argparse.ArgumentParser(prog=f"{program_name()} preflight",
+                                     description="whether every rule fits one node and one GPU at a config's sizes, "
+                                                 "from shapes alone (nothing is allocated); run from the repository root")
+    parser.add_argument("--configfile", default=os.environ.get("FACTSTORE_CONFIG", "config/config.yaml"),
+                        help="the config to check (default: $FACTSTORE_CONFIG, else config/config.yaml)")
+    parser.add_argument("--node-memory-gb", type=float, help="one node's memory (default 128)")
+    parser.add_argument("--gpu-memory-gb", type=float, help="one GPU's memory (default 80)")
+    args = parser.parse_args(argv)
+    checks = importlib.import_module("factstore.preflight")  # by name: see compare
+    config_module = importlib.import_module("factstore.config")
+    try:
+        config = config_module.load(args.configfile)
+    except config_module.ConfigError as error:
+        print(f"factstore: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+    workflow_dir = Path.cwd() / "workflow"
+    if not (workflow_dir / "rules").is_dir():
+        print(f"factstore: error: no workflow/rules in {Path.cwd()}: run preflight from the repository root", file=sys.stderr)
+        return 2
+    node_bytes = (args.node_memory_gb or checks.NODE_MEMORY_GB) * 1e9
+    gpu_bytes = (args.gpu_memory_gb or checks.GPU_MEMORY_GB) * 1e9
+    fits = checks.rule_fits(config, checks.workflow_rules(workflow_dir))
+    print(f"{args.configfile}: the {len(fits)} rules that run a step; one node: {node_bytes / 1e9:g} GB, one GPU: {gpu_bytes / 1e9:g} GB")
+    print(checks.table(fits, node_bytes, gpu_bytes), end="")
+    problems = [line for fit in fits for line in fit.problems(node_bytes, gpu_bytes)]
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems else 0
+
+
+COMMANDS = {"compare": compare, "docs": docs, "preflight": preflight}
 # What `--help` lists under "commands", one line each.
 COMMAND_HELP = {
     "compare RUN_A RUN_B [--changed-only]": "two runs' claims side by side, and what changed",
     "docs [--check]": "rewrite (or check) the docs generated from config/claims.yaml",
+    "preflight [--configfile FILE]": "whether every rule fits one node and one GPU at a config's sizes",
 }
 
 

@@ -1,0 +1,74 @@
+"""The preflight: every rule that runs a step, its estimated memory at a config's sizes against one
+node and one GPU, with a one-line refusal naming the key to lower (factstore.preflight)."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+
+from conftest import REPOSITORY
+from factstore import config as config_module
+from factstore import preflight
+from factstore.__main__ import main
+
+GB = 1e9
+
+
+@pytest.fixture(scope="module")
+def paper() -> dict:
+    return config_module.load(REPOSITORY / "config/paper.yaml")
+
+
+def test_every_rule_that_runs_a_step_is_listed_with_its_device():
+    rules = preflight.workflow_rules(REPOSITORY / "workflow")
+    assert rules["usability_standalone"] is True  # a rule inside a config branch, GD methods on the GPU
+    assert rules["attention_capacity"] is True and rules["assoc_hebbian"] is False
+    assert "all" not in rules and "figures" not in rules  # targets run no step
+    steps = [re.findall(r"^\s*step\s*=", path.read_text(), re.MULTILINE) for path in (REPOSITORY / "workflow/rules").glob("*.smk")]
+    assert len(rules) == sum(map(len, steps))  # one step per rule
+
+
+def test_the_default_scale_fits_and_every_estimated_rule_asks_for_what_it_holds(monkeypatch, capsys):
+    monkeypatch.chdir(REPOSITORY)
+    assert main(["preflight", "--configfile", "config/config.yaml"]) == 0
+    shown = capsys.readouterr()
+    assert shown.err == ""
+    rows = {line.split()[0]: line.split() for line in shown.out.splitlines()[2:]}
+    assert set(rows) == set(preflight.workflow_rules(REPOSITORY / "workflow"))
+    assert rows["assoc_trained"][-2:] == ["2,500", "yes"] and rows["usability_whitening"][-2:] == ["5,000", "yes"]
+
+
+def test_a_rule_over_one_node_is_refused_in_one_line_naming_its_key(monkeypatch, capsys):
+    monkeypatch.chdir(REPOSITORY)
+    assert main(["preflight", "--configfile", "config/paper.yaml"]) == 1
+    shown = capsys.readouterr()
+    assert shown.err.count("\n") == 1
+    assert "rule assoc_trained asks for 164,000 MB" in shown.err and "lower assoc.trained.decoupled_d" in shown.err
+    assert main(["preflight", "--configfile", "config/paper.yaml", "--node-memory-gb", "256"]) == 0
+
+
+def test_a_gpu_too_small_is_named_per_rule(paper):
+    fits = preflight.rule_fits(paper, preflight.workflow_rules(REPOSITORY / "workflow"))
+    over = {fit.rule for fit in fits if any("GPU" in line for line in fit.problems(1e12, 40 * GB))}
+    assert over == {"assoc_trained", "usability_whitening"}  # 70 and 52 GB on the GPU at the paper's sizes
+    cpu_rule = next(fit for fit in fits if fit.rule == "assoc_hebbian")
+    assert cpu_rule.problems(1e12, 1.0) == []  # a rule without a GPU resource is never held to the GPU
+
+
+def test_lowering_the_named_key_makes_the_rule_fit(paper):
+    rules = {"assoc_trained": True}
+    [before] = preflight.rule_fits(paper, rules)
+    assert before.problems(128 * GB, 80 * GB)
+    lowered = copy.deepcopy(paper)
+    lowered["assoc"]["trained"]["decoupled_d"] = [32, 64]
+    [after] = preflight.rule_fits(lowered, rules)
+    assert after.request_mb < before.request_mb and after.problems(128 * GB, 80 * GB) == []
+
+
+def test_a_missing_config_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(REPOSITORY)
+    assert main(["preflight", "--configfile", str(tmp_path / "absent.yaml")]) == 2
+    shown = capsys.readouterr()
+    assert shown.out == "" and shown.err.count("\n") == 1 and "absent.yaml does not exist" in shown.err
