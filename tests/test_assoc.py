@@ -409,3 +409,12 @@ def test_steps_run_end_to_end_at_tiny_scale(tmp_path):
                                  / metrics.loc["truncated_quarter_circle_ks_critical_original_kappa0.5", "value"])
     assert metrics.loc["quarter_circle_ks_critical_original", "value"] == pytest.approx(1.36 / math.sqrt(3 * 8), rel=0.1)
     assert "standard_error" in metrics.columns
+
+
+def test_the_decoupled_problem_is_the_scaled_gaussian_draw():
+    """Scaling in place (no second copy of the largest tensor) leaves every number of the draw."""
+    scale = 1.0 / math.sqrt(8)
+    inputs, outputs = assoc.sample_problem(5, 8, 2, torch.Generator().manual_seed(3), decoupled=True)
+    generator = torch.Generator().manual_seed(3)
+    assert torch.equal(inputs, torch.randn(2, 5, 8, generator=generator) * scale)
+    assert torch.equal(outputs, torch.randn(2, 5, 5, 8, generator=generator) * scale)

@@ -44,11 +44,13 @@ def load(p: int, d: int) -> float:
 def sample_problem(
     p: int, d: int, n_seeds: int, generator: torch.Generator, decoupled: bool = False, dtype=torch.float32
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gaussian inputs (S, p, d) and outputs (S, p, d), or (S, p, p, d) for the decoupled problem."""
+    """Gaussian inputs (S, p, d) and outputs (S, p, d), or (S, p, p, d) for the decoupled problem.
+
+    Scaled in place: the decoupled outputs are the step's largest tensor, drawn once, never copied."""
     scale = 1.0 / math.sqrt(d)
-    inputs = torch.randn(n_seeds, p, d, generator=generator, dtype=dtype) * scale
+    inputs = torch.randn(n_seeds, p, d, generator=generator, dtype=dtype).mul_(scale)
     shape = (n_seeds, p, p, d) if decoupled else (n_seeds, p, d)
-    outputs = torch.randn(*shape, generator=generator, dtype=dtype) * scale
+    outputs = torch.randn(*shape, generator=generator, dtype=dtype).mul_(scale)
     return inputs, outputs
 
 

@@ -84,15 +84,13 @@ def facts_for_load(alpha: float, d: int) -> int:
 def assoc_terms(section: dict) -> list[Term]:
     """The associative memory (factstore.assoc): per job, one d and every load's problem in turn.
 
-    - trained, decoupled problem: outputs (S, p, p, d) float32 twice (sample_problem scales a
-      fresh Gaussian draw: both are alive at once), S = trained.seeds, p the facts at the largest
-      load of trained.alphas and the largest d of trained.decoupled_d, plus the previous load's
-      outputs (S, p', p', d) at the second-largest load (the step's loop still holds them while
-      it draws the next problem); the inputs (S, p, d) and the logit workspace
-      (2, min(2048, p), p) are small beside it. On a GPU the draw stays on the host (2 (S, p, p, d))
-      and the GPU holds the previous and the new outputs. Measured at d = 64, load 1.2 alone, 2 seeds:
-      569 MB peak above the process's baseline against 576 MB estimated; at the default run's
-      eleven loads and 3 seeds (loads 1.0 then 1.2) about 1.2 GiB above it against 1.16 GB.
+    - trained, decoupled problem: outputs (S, p, p, d) float32, S = trained.seeds, p the facts at
+      the largest load of trained.alphas and the largest d of trained.decoupled_d (drawn and scaled
+      in place, one load's problem alive at a time: the step frees each before drawing the next);
+      the inputs (S, p, d) and the logit workspace (2, min(2048, p), p) are small beside it. On a
+      GPU the host draws the outputs and the GPU holds one copy. Measured at d = 64, loads 0.9,
+      1.0, 1.2 and 3 seeds: the step peaked at 770 MiB (808 MB), the estimate 424 MB + the 500 MB
+      baseline of memory_request_mb.
     - trained, original problem: inputs and outputs (S, p, d) each, their recall and its gradient
       (S, p, d) each, and the logit workspace (2, min(2048, p), p), S the larger of trained.seeds
       and trained.fine.seeds, p at the largest d of trained.d.
@@ -105,15 +103,11 @@ def assoc_terms(section: dict) -> list[Term]:
     if trained.get("decoupled_d"):
         d = max(trained["decoupled_d"])
         p = facts_for_load(max(alphas), d)
-        lower = sorted(set(alphas))[:-1]
-        previous = facts_for_load(max(lower), d) if lower else 0
         seeds = trained.get("seeds", 1)
         small = 2 * min(ASSOC_CHUNK, p) * p + 3 * seeds * p * d
-        bytes_ = FLOAT32 * (seeds * (2 * p * p + previous * previous) * d + small)
-        on_gpu = FLOAT32 * (seeds * (p * p + previous * previous) * d + small)
         terms.append(Term("assoc", "trained.decoupled_d", d,
-                          f"the decoupled problem's outputs ({seeds} seeds x {p} x {p} facts x d = {d})", bytes_,
-                          rules=("assoc_trained",), gpu_bytes=on_gpu))
+                          f"the decoupled problem's outputs ({seeds} seeds x {p} x {p} facts x d = {d})",
+                          FLOAT32 * (seeds * p * p * d + small), rules=("assoc_trained",)))
     if trained.get("d"):
         d = max(trained["d"])
         fine = trained.get("fine", {})

@@ -67,11 +67,11 @@ class RuleFit:
         lines = []
         if self.request_mb is not None and self.request_mb * 1e6 > node_bytes:
             lines.append(f"factstore: rule {self.rule} asks for {self.request_mb:,} MB ({knob}: about "
-                         f"{self.term.bytes / GB:.0f} GB for {self.term.what}), over a {node_bytes / GB:.0f} GB node: "
+                         f"{self.term.bytes / GB:.0f} GB for {self.term.what}), over the {node_bytes / GB:.0f} GB of one node: "
                          f"lower {self.term.study}.{self.term.key}, or run it where a node has more memory")
         if self.gpu_bytes is not None and self.gpu_bytes > gpu_bytes:
             lines.append(f"factstore: rule {self.rule} holds about {self.gpu_bytes / GB:.0f} GB on the GPU ({knob}: "
-                         f"{self.term.what}), over a {gpu_bytes / GB:.0f} GB GPU: lower {self.term.study}.{self.term.key}")
+                         f"{self.term.what}), over the {gpu_bytes / GB:.0f} GB of one GPU: lower {self.term.study}.{self.term.key}")
         return lines
 
 

@@ -81,6 +81,7 @@ def trained(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
             rows.append(common | {"method": "hebbian", "accuracy": float(hebbian_accuracy[seed]), "steps": 0})
             for stage, values in stages.items():
                 spectra += [common | {"stage": stage, "index": i, "singular_value": s} for i, s in enumerate(values[seed])]
+        del x, y, result  # freed before the next load's problem is drawn: one problem in memory at a time
     return {"table": pd.DataFrame(rows), "spectra": pd.DataFrame(spectra)}
 
 
