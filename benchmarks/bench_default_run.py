@@ -36,8 +36,9 @@ from common import write_report
 
 
 def job_table(folders: list[str]) -> pd.DataFrame:
-    """One row per job (the sidecars of one command): study, step, outputs, inputs, wall_time_s,
-    cpu_time_s (the step's), process_cpu_time_s (the job's); CPU columns NaN for sidecars written
+    """One row per job (the sidecars of one command): study, step, params, outputs, inputs,
+    wall_time_s, cpu_time_s (the step's), process_cpu_time_s (the job's), peak_memory_mib (the
+    process's peak resident memory on the host); CPU and memory columns NaN for sidecars written
     before they were recorded."""
     jobs: dict[str, dict] = {}
     for folder in folders:
@@ -47,14 +48,16 @@ def job_table(folders: list[str]) -> pd.DataFrame:
                 continue
             cpu = record.get("cpu_time_s") or {}
             job = jobs.setdefault(json.dumps(record.get("command")), {
-                "study": provenance.study_of(record["step"]), "step": record["step"], "outputs": [],
+                "study": provenance.study_of(record["step"]), "step": record["step"],
+                "params": record.get("params", {}), "outputs": [],
                 "inputs": sorted(str(Path(p)) for p in record.get("inputs", {}).values()),
                 "wall_time_s": record["wall_time_s"], "cpu_time_s": cpu.get("step"),
                 "process_cpu_time_s": cpu.get("process"),
+                "peak_memory_mib": (record.get("peak_memory_mib") or {}).get("cpu"),
             })
             job["outputs"].append(str(Path(path.as_posix().removesuffix(".prov.json"))))
-    return pd.DataFrame(list(jobs.values()), columns=["study", "step", "outputs", "inputs", "wall_time_s",
-                                                      "cpu_time_s", "process_cpu_time_s"])
+    return pd.DataFrame(list(jobs.values()), columns=["study", "step", "params", "outputs", "inputs", "wall_time_s",
+                                                      "cpu_time_s", "process_cpu_time_s", "peak_memory_mib"])
 
 
 def critical_path(jobs: pd.DataFrame) -> tuple[float, list[int]]:

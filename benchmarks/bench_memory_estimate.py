@@ -4,7 +4,8 @@
 
 RUN_DIR (default: the current directory) is a finished run's directory: every result file has a
 provenance sidecar `<file>.prov.json` whose peak_memory_mib["cpu"] is its step process's peak
-resident memory. Each sidecar is matched to the workflow rule that wrote it (RULE_OF_STEP), and
+resident memory. Each job (bench_default_run.job_table) is matched to the workflow rule that ran
+it (RULE_OF_STEP), and
 every rule with an estimate at the run's config (--configfile: the config the run used) gets one
 row: its largest estimated term (MB), its memory request (memory_request_mb, MB), the largest
 measured peak over its jobs (MiB and MB), and measured / (baseline + estimate).
@@ -18,11 +19,12 @@ the baseline (ratio > 1) names a tensor its docstring's shapes missed. Exits 1 w
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+import pandas as pd
 import yaml
+from bench_default_run import job_table
 
 from factstore import memory_estimate
 
@@ -48,27 +50,26 @@ RULE_OF_STEP = {
 }
 
 
-def rule_of(sidecar: dict, path: Path) -> str | None:
-    """The rule whose job wrote the result with this sidecar, or None for a rule not estimated."""
-    step = sidecar.get("step")
-    if step == "assoc.trained" and sidecar.get("params", {}).get("rank_fraction", 1.0) < 1:
+def rule_of(step: str, params: dict, output: Path) -> str | None:
+    """The rule whose job ran `step` with `params` and wrote `output` (a path inside the run
+    directory), or None for a rule not estimated."""
+    if step == "assoc.trained" and params.get("rank_fraction", 1.0) < 1:
         return "assoc_rank"
-    if step == "mlp.capacity" and "usability" in path.parts:
+    if step == "mlp.capacity" and "usability" in output.parts:
         return "usability_standalone"
     return RULE_OF_STEP.get(step)
 
 
 def measured_peaks(run_dir: Path) -> dict[str, tuple[float, int]]:
-    """{rule: (largest host peak over its jobs in MiB, number of jobs)}; a job's several outputs
-    share one sidecar content, so jobs are counted by their command line."""
-    peaks: dict[str, dict[str, float]] = {}
-    for path in sorted(run_dir.glob("results/**/*.prov.json")):
-        sidecar = json.loads(path.read_text())
-        rule = rule_of(sidecar, path.relative_to(run_dir))
-        peak = (sidecar.get("peak_memory_mib") or {}).get("cpu")
-        if rule and peak is not None:
-            peaks.setdefault(rule, {})[json.dumps(sidecar.get("command"))] = float(peak)
-    return {rule: (max(jobs.values()), len(jobs)) for rule, jobs in peaks.items()}
+    """{rule: (largest host peak over its jobs in MiB, number of jobs)}, from the run's job table
+    (bench_default_run.job_table: one row per job, whatever the number of its outputs)."""
+    jobs = job_table([str(run_dir / "results")])
+    peaks: dict[str, list[float]] = {}
+    for job in jobs.itertuples():
+        rule = rule_of(job.step, job.params, Path(job.outputs[0]).relative_to(run_dir))
+        if rule and pd.notna(job.peak_memory_mib):
+            peaks.setdefault(rule, []).append(float(job.peak_memory_mib))
+    return {rule: (max(values), len(values)) for rule, values in peaks.items()}
 
 
 def table(config: dict, run_dir: Path) -> list[dict]:
