@@ -14,9 +14,20 @@ from conftest import REPOSITORY
 from factstore import claims, robustness
 from factstore.experiments import mlp_summary
 from factstore.metrics import MetricsTable
-from factstore.mlp import scaling
+from factstore.mlp import (
+    anisotropy_cost_law,
+    anisotropy_robustness,
+    anisotropy_sweep,
+    capacity_metrics,
+    decodability_ranking,
+    information_bound_band,
+    ntk_anisotropy,
+    scaling,
+    summary_common,
+    whitening_metrics,
+)
 from factstore.mlp.encoder_decoder import gated_parameter_count
-from factstore.mlp.results import best_degree_rows, tidy_table
+from factstore.mlp.results import best_degree_rows, tidy_table, ustar_capacity_ratios
 from factstore.mlp.scaling import covering_bits, permutation_bits, target_bits
 
 REGISTRY = {claim["id"]: claim for claim in claims.load_registry(REPOSITORY / "config/claims.yaml")}
@@ -37,7 +48,7 @@ def row(method: str, n_facts: int, kappa: float, replicate: int, n_params: float
 
 def anisotropy_frame(rows: list[dict], main_facts: list[int]) -> pd.DataFrame:
     metrics = MetricsTable()
-    mlp_summary.anisotropy_metrics(best_degree_rows(tidy_table(rows)), main_facts, metrics)
+    anisotropy_sweep.anisotropy_metrics(best_degree_rows(tidy_table(rows)), main_facts, metrics)
     return metrics.frame()
 
 
@@ -86,18 +97,18 @@ def test_ntk_stores_per_degree_reads_every_degree():
     rows += [row("ntk", 64, 1.0, 0, 300, degree=1.0, experiment="capacity"),
              row("ntk", 128, 1.0, 0, None, degree=1.0, experiment="capacity")]
     metrics = MetricsTable()
-    mlp_summary._ntk_degree_metrics(tidy_table(rows), {"search": {"ntk_max_width": 4096}}, metrics)
+    capacity_metrics.ntk_degree_metrics(tidy_table(rows), {"search": {"ntk_max_width": 4096}}, metrics)
     frame = metrics.frame()
     assert value(frame, "ntk_stores_fraction_degree1") == 0.5 and value(frame, "ntk_stores_fraction_degree2") == 1.0
     assert verdict("S0.ntk-stores", frame) == "PASS"
     failing = tidy_table(rows[:1] + [row("ntk", 128, 1.0, 0, None, degree=2.0, experiment="capacity")] + rows[2:])
     metrics = MetricsTable()
-    mlp_summary._ntk_degree_metrics(failing, {"search": {"ntk_max_width": 4096}}, metrics)
+    capacity_metrics.ntk_degree_metrics(failing, {"search": {"ntk_max_width": 4096}}, metrics)
     assert verdict("S0.ntk-stores", metrics.frame()) == "FAIL"
     # the capacity sweep (its small d) is reported under its own names, which the claim does not read
     metrics = MetricsTable()
-    mlp_summary._ntk_degree_metrics(failing, {"search": {"ntk_max_width": 4096}}, metrics,
-                                    mlp_summary.NTK_STORES_METRICS_CAPACITY_SWEEP, " (reported)")
+    capacity_metrics.ntk_degree_metrics(failing, {"search": {"ntk_max_width": 4096}}, metrics,
+                                        capacity_metrics.NTK_STORES_METRICS_CAPACITY_SWEEP, " (reported)")
     assert value(metrics.frame(), "ntk_stores_fraction_degree2_capacity_sweep") == 0.5
     assert verdict("S0.ntk-stores", metrics.frame()) == "NOT RUN"
 
@@ -133,7 +144,7 @@ def test_the_break_at_a_fixed_budget_sees_a_cost_that_grows_inside_the_width_cap
     assert value(frame, "ntk_ustar_break_kappa_budget") == 100.0
     steady = [r | {"n_params": 1000.0} if r["method"] == "ntk" else r for r in rows]  # the NTK's cost flat
     assert math.isnan(value(anisotropy_frame(steady, [512]), "ntk_break_kappa_budget"))
-    unstored = mlp_summary.budget_break_kappa(tidy_table([row("ntk", 512, 1.0, 0, None), row("ntk", 512, 10.0, 0, 900)]), 2.0)
+    unstored = ntk_anisotropy.budget_break_kappa(tidy_table([row("ntk", 512, 1.0, 0, None), row("ntk", 512, 10.0, 0, 900)]), 2.0)
     assert all(math.isnan(x) for x in unstored)  # no budget without a kappa = 1 cost
 
 
@@ -146,7 +157,7 @@ def test_ustar_capacity_ratio_reads_the_ustar_line_at_the_ntks_budget():
             rows.append(row("ntk", 256, kappa, r, factor * 256 ** 1.5 / 10, degree=2.0))
             rows.append(row("ntk", 512, kappa, r, None, degree=2.0))
             rows += [row("ntk_ustar", f, kappa, r, f ** 1.5 / 10, degree=2.0) for f in (128, 256, 512)]
-    ratios = mlp_summary.ustar_capacity_ratios(tidy_table(rows)).set_index("kappa")
+    ratios = ustar_capacity_ratios(tidy_table(rows)).set_index("kappa")
     assert ratios.loc[1.0, "ratio"] == pytest.approx(1.0) and ratios.loc[1.0, "F_ntk"] == 256
     assert ratios.loc[10.0, "ratio"] == pytest.approx(2 ** (1 / 1.5)) and ratios.loc[10.0, "kind"] == "interpolated"
     frame = anisotropy_frame(rows, [256])
@@ -194,9 +205,9 @@ def law_rows(method: str, n_facts: int, family: str, exponent: float, breaks_at:
 
 
 def regime_frame(rows: list[dict]) -> pd.DataFrame:
-    """The metrics of the NTK's d = 128 sweep (mlp_summary.anisotropy_regime_metrics) on `rows`."""
+    """The metrics of the NTK's d = 128 sweep (anisotropy_sweep.anisotropy_regime_metrics) on `rows`."""
     metrics = MetricsTable()
-    mlp_summary.anisotropy_regime_metrics(best_degree_rows(tidy_table(rows)), metrics)
+    anisotropy_sweep.anisotropy_regime_metrics(best_degree_rows(tidy_table(rows)), metrics)
     return metrics.frame()
 
 
@@ -231,25 +242,25 @@ def test_the_law_break_reads_a_cost_growing_faster_than_the_law_or_no_storage():
     a method that stops storing breaks there; no kappa = 1 cost, no budget."""
     for family in ("geometric", "linspace"):
         law = tidy_table(law_rows("ntk", 512, family, 1.0))
-        kappa, factor, _ = mlp_summary.law_break_kappa(law)
+        kappa, factor, _ = anisotropy_cost_law.law_break_kappa(law)
         assert math.isnan(kappa) and factor > 1.0
-        assert mlp_summary.law_cost_ratio(law) == pytest.approx(1.0)
+        assert anisotropy_cost_law.law_cost_ratio(law) == pytest.approx(1.0)
         steeper = tidy_table(law_rows("ntk", 512, family, 2.0))
-        assert mlp_summary.law_break_kappa(steeper)[0] == 10.0
-        assert mlp_summary.law_cost_ratio(steeper) > 1.0
+        assert anisotropy_cost_law.law_break_kappa(steeper)[0] == 10.0
+        assert anisotropy_cost_law.law_cost_ratio(steeper) > 1.0
         stops = tidy_table(law_rows("ntk", 512, family, 0.5, breaks_at=100.0))
-        kappa, _, rho_at = mlp_summary.law_break_kappa(stops)
+        kappa, _, rho_at = anisotropy_cost_law.law_break_kappa(stops)
         assert kappa == 100.0 and rho_at == pytest.approx(RHO[family][100.0])
-        assert mlp_summary.law_cost_ratio(stops) == math.inf
+        assert anisotropy_cost_law.law_cost_ratio(stops) == math.inf
     # the tolerance: a cost 3% above the law in every seed is within 2 SD of the seeds' 1.5% spread,
     # not within the law itself (the declared alternative without tolerance)
     above = tidy_table([r | {"n_params": r["n_params"] * (1.03 if r["kappa"] > 1 else 1.0)} for r in law_rows("ntk", 512, "linspace", 1.0)])
-    assert math.isnan(mlp_summary.law_break_kappa(above)[0]) and mlp_summary.law_break_kappa(above, 0.0)[0] == 10.0
+    assert math.isnan(anisotropy_cost_law.law_break_kappa(above)[0]) and anisotropy_cost_law.law_break_kappa(above, 0.0)[0] == 10.0
     # kappa = 1 is the reference: without tolerance a seed above the kappa = 1 mean does not make a break there
     exact = tidy_table(law_rows("ntk", 512, "linspace", 0.0, seeds=2))  # one of the two kappa = 1 seeds above its mean
-    assert math.isnan(mlp_summary.law_break_kappa(exact, 0.0)[0])
+    assert math.isnan(anisotropy_cost_law.law_break_kappa(exact, 0.0)[0])
     unstored = tidy_table([row("ntk", 512, 1.0, 0, None, spectrum="geometric"), row("ntk", 512, 10.0, 0, 900, spectrum="geometric")])
-    assert all(math.isnan(x) for x in mlp_summary.law_break_kappa(unstored))
+    assert all(math.isnan(x) for x in anisotropy_cost_law.law_break_kappa(unstored))
 
 
 def break_rows(ntk: dict, ustar: dict, n_facts: int = 1024) -> list[dict]:
@@ -346,7 +357,7 @@ def test_the_break_kappa_at_the_width_cap_is_the_smallest_kappa_failing_in_half_
             if not (r["kappa"] == 10.0 and r["replicate"] == 0)]
     rows.append(row("ntk", 512, 10.0, 0, None, degree=2.0, spectrum="geometric"))  # one of two seeds fails at kappa = 10
     metrics = MetricsTable()
-    mlp_summary.ntk_anisotropy_metrics(best_degree_rows(tidy_table(rows)), 512, metrics)
+    ntk_anisotropy.ntk_anisotropy_metrics(best_degree_rows(tidy_table(rows)), 512, metrics)
     assert value(metrics.frame(), "ntk_break_kappa") == 10.0
 
 
@@ -378,9 +389,9 @@ def robust_frame(rows: list[dict]) -> pd.DataFrame:
     (robust_regime: its checks), in one metrics table."""
     metrics = MetricsTable()
     sweep = [r for r in rows if r["experiment"] == "anisotropy"]
-    mlp_summary.anisotropy_metrics(best_degree_rows(tidy_table(sweep)), sorted({r["F"] for r in sweep}), metrics,
-                                   regime_metrics=mlp_summary.RenamedMetrics(metrics, mlp_summary.ANISOTROPY_SWEEP_SUFFIX, ""))
-    mlp_summary._robust_regime_metrics(tidy_table([r for r in rows if r["experiment"] == "robust_regime"]), metrics)
+    anisotropy_sweep.anisotropy_metrics(best_degree_rows(tidy_table(sweep)), sorted({r["F"] for r in sweep}), metrics,
+                                        regime_metrics=summary_common.RenamedMetrics(metrics, mlp_summary.ANISOTROPY_SWEEP_SUFFIX, ""))
+    anisotropy_robustness.robust_regime_metrics(tidy_table([r for r in rows if r["experiment"] == "robust_regime"]), metrics)
     return metrics.frame()
 
 
@@ -493,8 +504,8 @@ def test_rho_spearman_leaves_out_value_sets_at_the_code_size_cap():
 
 
 def test_rho_range_ratio_reads_the_value_sets_ranked():
-    assert mlp_summary.rho_range_ratio(pd.Series([0.2, 0.5, 0.3])) == pytest.approx(2.5)
-    assert math.isnan(mlp_summary.rho_range_ratio(pd.Series([], dtype=float)))
+    assert decodability_ranking.rho_range_ratio(pd.Series([0.2, 0.5, 0.3])) == pytest.approx(2.5)
+    assert math.isnan(decodability_ranking.rho_range_ratio(pd.Series([], dtype=float)))
     sizes = {1.0: (8, 8), 10.0: (10, 10), 100.0: (14, 14), 1000.0: (D, D)}  # kappa = 1000 capped: left out
     rhos = RHOS | {1000.0: (0.05, 0.05)}
     frame = anisotropy_frame(rho_rows(sizes, rhos), [512])
@@ -519,7 +530,7 @@ def test_the_whitening_half_is_gated_on_its_own_rho_range():
                 | {"alpha": alpha, "lipschitz": 1.0, "lipschitz_relative": 1.0}
                 for i, (alpha, rho) in enumerate(zip([0.0, 0.1, 0.2, 0.5, 1.0], rhos)) for r in range(2)]
         metrics = MetricsTable()
-        mlp_summary._whitening_metrics(tidy_table(rows), metrics)
+        whitening_metrics.whitening_metrics(tidy_table(rows), metrics)
         return metrics.frame()
 
     narrow = whitening_frame([0.56, 0.60, 0.64, 0.68, 0.71])
@@ -551,7 +562,7 @@ def capacity_frame(gd_exponent_at_large_f: float | None) -> pd.DataFrame:
             rows.append(row(method, n_facts, 1.0, 0, w, experiment="capacity", d=16, target=0.99))
     table = tidy_table(rows)
     metrics = MetricsTable()
-    mlp_summary._capacity_metrics(table, mlp_summary.fits_table(table), 0.99, {"search": {"ntk_max_width": 1}}, metrics)
+    capacity_metrics.capacity_metrics(table, capacity_metrics.fits_table(table), 0.99, {"search": {"ntk_max_width": 1}}, metrics)
     return metrics.frame()
 
 
@@ -582,7 +593,7 @@ def two_target_capacity_rows(gd_exponent_t099: float, gd_cheaper_t099: bool = Tr
 def capacity_metrics_frame(rows: list[dict]) -> pd.DataFrame:
     table = best_degree_rows(tidy_table(rows))
     metrics = MetricsTable()
-    mlp_summary._capacity_metrics(table, mlp_summary.fits_table(table), 0.99, {"search": {"ntk_max_width": 1}}, metrics)
+    capacity_metrics.capacity_metrics(table, capacity_metrics.fits_table(table), 0.99, {"search": {"ntk_max_width": 1}}, metrics)
     return metrics.frame()
 
 
@@ -622,8 +633,8 @@ def test_the_ntk_cost_at_degree_2_only_reads_the_degree_2_rows():
         capacity_all = tidy_table(rows(degree2_w))
         table = best_degree_rows(capacity_all)
         metrics = MetricsTable()
-        mlp_summary._capacity_metrics(table, mlp_summary.fits_table(table), 1.0, {"search": {"ntk_max_width": 1}}, metrics)
-        mlp_summary._ntk_degree2_cost_metrics(capacity_all, metrics)
+        capacity_metrics.capacity_metrics(table, capacity_metrics.fits_table(table), 1.0, {"search": {"ntk_max_width": 1}}, metrics)
+        capacity_metrics.ntk_degree2_cost_metrics(capacity_all, metrics)
         return metrics.frame()
 
     alternative = {"ntk_over_ed_largest_f": "ntk_over_ed_largest_f_degree2"}
@@ -636,7 +647,7 @@ def test_the_ntk_cost_at_degree_2_only_reads_the_degree_2_rows():
     cheap = frame(2_000)  # degree 2 the cheaper: it is also the best degree, both read 0.2
     assert value(cheap, "ntk_over_ed_largest_f") == value(cheap, "ntk_over_ed_largest_f_degree2") == pytest.approx(0.2)
     metrics = MetricsTable()
-    mlp_summary._ntk_degree2_cost_metrics(tidy_table([r for r in rows(30_000) if r["degree"] != 2.0]), metrics)
+    capacity_metrics.ntk_degree2_cost_metrics(tidy_table([r for r in rows(30_000) if r["degree"] != 2.0]), metrics)
     assert metrics.frame().empty  # no degree-2 rows: no metric
 
 
@@ -662,7 +673,7 @@ def bound_frame(ratio: float, failing_fraction: float, target: float = 1.0, reso
     """One gated-GD count at `ratio` x the 2-bit bound log2(F!) / 2, its largest failing probe at
     failing_fraction x its width; an NTK count (an exact search) far above the bound."""
     n_facts = 256
-    bound = float(mlp_summary.information_bound(n_facts, 2.0))
+    bound = float(scaling.information_bound(n_facts, 2.0))
     width = 1000
     gd = row("gd_gated", n_facts, 1.0, 0, ratio * bound, width=width, experiment="capacity", target=target) | {
         "width_failing": failing_fraction * width, "bits_per_parameter": 1.0}
@@ -670,7 +681,7 @@ def bound_frame(ratio: float, failing_fraction: float, target: float = 1.0, reso
         "width_failing": 4999, "bits_per_parameter": 0.1}
     metrics = MetricsTable()
     measured = tidy_table([gd, ntk])
-    mlp_summary._information_bound_metrics(measured[measured.stored], 2.0, metrics, resolution)
+    information_bound_band.information_bound_metrics(measured[measured.stored], 2.0, metrics, resolution)
     return metrics.frame()
 
 
@@ -715,8 +726,8 @@ def test_a_count_is_held_to_the_bits_of_the_target_it_was_searched_to():
 
 
 def test_about_2_bits_is_a_band_as_wide_as_the_search_resolution():
-    assert mlp_summary.band_edge(2.0, 0.05) == pytest.approx(2 / 0.95)
-    assert mlp_summary.band_edge(2.0, 0.0) == 2.0
+    assert information_bound_band.band_edge(2.0, 0.05) == pytest.approx(2 / 0.95)
+    assert information_bound_band.band_edge(2.0, 0.0) == 2.0
     # a count at 2.05 bits per parameter (ratio 2 / 2.05 to the hard bound), its interval within 2% of W
     inside = bound_frame(2 / 2.05, 0.98)
     assert value(inside, "info_bits_per_parameter_max") == pytest.approx(2.05)
@@ -741,11 +752,11 @@ def test_about_2_bits_is_a_band_as_wide_as_the_search_resolution():
 def seeds_frame(bits_per_parameter: list[float], failing_fraction: float) -> pd.DataFrame:
     """One gated-GD setting (F = 256, target 1) with one seed per entry holding that many bits
     per parameter, each seed's largest failing probe at failing_fraction x its width."""
-    bound = float(mlp_summary.information_bound(256, 2.0))
+    bound = float(scaling.information_bound(256, 2.0))
     rows = [row("gd_gated", 256, 1.0, seed, 2 / bits * bound, width=1000, experiment="capacity")
             | {"width_failing": failing_fraction * 1000} for seed, bits in enumerate(bits_per_parameter)]
     metrics = MetricsTable()
-    mlp_summary._information_bound_metrics(tidy_table(rows), 2.0, metrics, 0.05)
+    information_bound_band.information_bound_metrics(tidy_table(rows), 2.0, metrics, 0.05)
     return metrics.frame()
 
 
@@ -762,14 +773,14 @@ def test_about_2_bits_is_2_standard_errors_over_seeds():
 
 
 def test_the_seed_mean_band_reads_the_average_count_of_each_setting():
-    n_facts, bound = 256, float(mlp_summary.information_bound(256, 2.0))
+    n_facts, bound = 256, float(scaling.information_bound(256, 2.0))
     rows = [row("gd_gated", n_facts, 1.0, r, w * bound, width=100, experiment="capacity") | {"width_failing": 99}
             for r, w in enumerate([0.9, 1.1])]
     metrics = MetricsTable()
-    mlp_summary._information_bound_metrics(tidy_table(rows), 2.0, metrics, 0.05)
+    information_bound_band.information_bound_metrics(tidy_table(rows), 2.0, metrics, 0.05)
     frame = metrics.frame()
-    assert value(frame, "info_bits_band_ratio") == pytest.approx(2 / 0.9 / mlp_summary.band_edge(2.0, 0.05))
-    assert value(frame, "info_bits_band_ratio_seed_mean") == pytest.approx(2 / 1.0 / mlp_summary.band_edge(2.0, 0.05))
+    assert value(frame, "info_bits_band_ratio") == pytest.approx(2 / 0.9 / information_bound_band.band_edge(2.0, 0.05))
+    assert value(frame, "info_bits_band_ratio_seed_mean") == pytest.approx(2 / 1.0 / information_bound_band.band_edge(2.0, 0.05))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -793,7 +804,7 @@ def whitening_regime_rows(method: str, accuracies: list[float], widths: list[flo
 
 def whitening_regime_frame(rows: list[dict]) -> pd.DataFrame:
     metrics = MetricsTable()
-    mlp_summary.whitening_regime_metrics(best_degree_rows(tidy_table(rows)), metrics)
+    whitening_metrics.whitening_regime_metrics(best_degree_rows(tidy_table(rows)), metrics)
     return metrics.frame()
 
 
