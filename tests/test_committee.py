@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from factstore import claims
-from factstore.committee import architectures, backprop, capacity, fc_least_action, least_action, multi_output, patterns, polish, separability, training
+from factstore.committee import architectures, backprop, capacity, capacity_metrics, fc_least_action, least_action, multi_output, patterns, polish, separability, training
 from factstore.committee.architectures import Architecture
-from factstore.experiments import committee_least_action, committee_summary
+from factstore.experiments import committee_least_action
 from factstore.statistics import first_crossing_below, power_law_fit
 from conftest import REPOSITORY
 
@@ -555,7 +555,7 @@ def test_the_exponent_is_fitted_clear_of_the_floor():
     """acc - 1/2 = 0.4 O^-0.9 down to a floor of 0.03, with the floor at 0.03: the checked exponent,
     fitted where acc - 1/2 >= 3x the floor, is -0.9; the fit over every O is flattened by the
     floor; a floor as high as the data leaves fewer than 3 O in the window (no exponent)."""
-    from factstore.experiments.committee_summary import multi_output_metrics
+    from factstore.committee.multi_output_metrics import multi_output_metrics
 
     outputs = 2.0 ** np.arange(11)
     above = np.maximum(0.4 * outputs**-0.9, 0.03)
@@ -626,11 +626,11 @@ def test_the_backprop_fc_ratio_reads_the_depth_check_on_back_propagation_alone()
     fc = _fc_capacities({"backprop": [2.5, 1.8, 1.5], "function_search": [3.0, 3.1, 3.2]})
     best = fc.groupby("hidden_layers").cpw.max()
     assert best.max() / best.min() == pytest.approx(3.2 / 3.0) and best.max() / best.min() <= check["max"]
-    spread, detail = committee_summary.fc_spread_of_solver(fc, "backprop")
+    spread, detail = capacity_metrics.fc_spread_of_solver(fc, "backprop")
     assert spread == pytest.approx(2.5 / 1.5) and spread > check["max"]  # the verdict flips with back-propagation alone
     assert "backprop alone" in detail and "2 layers: 1.8" in detail
-    assert committee_summary.fc_spread_of_solver(fc, "function_search")[0] == pytest.approx(3.2 / 3.0)
+    assert capacity_metrics.fc_spread_of_solver(fc, "function_search")[0] == pytest.approx(3.2 / 3.0)
     # A depth where back-propagation's fraction never crosses 1/2 (or has no run): no ratio, as for the best solver's.
-    assert math.isnan(committee_summary.fc_spread_of_solver(_fc_capacities({"backprop": [2.5, math.nan, 1.5],
-                                                                              "function_search": [3.0, 3.1, 3.2]}), "backprop")[0])
-    assert math.isnan(committee_summary.fc_spread_of_solver(fc[fc.run != "fc_l3_backprop"], "backprop")[0])
+    assert math.isnan(capacity_metrics.fc_spread_of_solver(_fc_capacities({"backprop": [2.5, math.nan, 1.5],
+                                                                             "function_search": [3.0, 3.1, 3.2]}), "backprop")[0])
+    assert math.isnan(capacity_metrics.fc_spread_of_solver(fc[fc.run != "fc_l3_backprop"], "backprop")[0])

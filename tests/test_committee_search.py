@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from factstore import claims
 from factstore.committee import architectures, least_action, milp, patterns, representation_search, separability
 from factstore.committee.architectures import Architecture
-from factstore.experiments import committee_summary
+from factstore.committee import capacity_metrics
 from conftest import REPOSITORY
 
 
@@ -108,7 +108,7 @@ def test_search_embeds_no_instance_the_milp_refutes():
 def test_the_summary_reads_least_action_alone_and_with_the_search():
     rows = pd.DataFrame({"run": ["tree_k3_least_action"] * 3, "solver": ["least_action"] * 3,
                          "embedded": [True, True, False], "embedded_by_search": [False, True, False]})
-    split = committee_summary.split_search(rows)
+    split = capacity_metrics.split_search(rows)
     alone = split[split.solver == "least_action"]
     search = split[split.solver == "trajectory_search"]
     assert alone.embedded.tolist() == [True, False, False]

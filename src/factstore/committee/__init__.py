@@ -17,6 +17,9 @@ Modules, one concept each:
 - `capacity`: the alpha where the fraction of instances embedded perfectly crosses 1/2 (a
   certified lower bound at that N), its bootstrap standard error, and the 1/N line.
 - `multi_output`: a fully connected net with O outputs trained with finite error allowed.
+- `capacity_metrics`: the summary's capacity readings: embedding rows in, the embedded fractions,
+  CpW per N, the 1/N lines and the capacity metrics out.
+- `multi_output_metrics`: the summary's many-outputs readings: the per-O means and the power laws in O.
 
 The library never imports experiments or plots.
 """
