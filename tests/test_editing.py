@@ -23,10 +23,11 @@ from factstore.editing.protocol import (
 )
 from factstore.editing.training import LanguageTraining, TrainingCheckpoint, evaluate, perplexity, train_language_model
 from factstore.editing.vocabulary import FactVocabulary
-from factstore.editing.margins import Interval, margin_reading
-from factstore.experiments.editing import (
-    METHOD_ORDER, add_score_reading, baseline_settings, fraction_margins, markdown_table, method_table,
-)
+from factstore.editing.margins import Interval, fraction_margins, margin_reading
+from factstore.editing.baseline_grid import baseline_settings
+from factstore.editing.claim_metrics import add_score_reading
+from factstore.editing.method_table import markdown_table, method_table
+from factstore.editing.methods import METHOD_ORDER
 from factstore.metrics import MetricsTable
 from factstore.facts import spherical_embeddings
 from factstore.mlp.modules import GatedMLP, output_layer

@@ -81,9 +81,9 @@ rule editing_summary:
         **EDITING_FACTS,
         recall=rules.editing_train.output.recall,
         language_model=rules.editing_train.output.language_model,
-        code=step_code("editing"),
+        code=step_code("editing_summary"),
     params:
-        step="editing.summary",
+        step="editing_summary.summary",
         json=as_json({"seed": EDITING["seed"]}),
         io=runner_io,
     log:

@@ -15,7 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy.stats import bootstrap, hmean
+
+from factstore.editing.methods import METHOD_ORDER
 
 
 @dataclass(frozen=True)
@@ -87,3 +90,22 @@ def score_margin(edited: np.ndarray, unedited: np.ndarray, seed: int) -> Interva
 def mean_interval(values: np.ndarray, seed: int) -> Interval:
     """values (n,): their mean with a percentile bootstrap interval (the figure's error bars)."""
     return bootstrap_interval(lambda rows: float(rows.mean()), (values,), seed)
+
+
+def by_method(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """(n, M) the column's per-fact values, one row per (block, fact) with a value, the methods in
+    METHOD_ORDER (MLP swap first): the paired sample of the margins' bootstrap."""
+    return frame.pivot_table(index=["block", "fact"], columns="method", values=column)[list(METHOD_ORDER)].to_numpy()
+
+
+def fraction_margins(facts: pd.DataFrame, seed: int) -> dict[str, Interval]:
+    """At one edit fraction (its test blocks pooled): swap - best baseline on efficacy, paraphrase,
+    unseen_template, specificity (means over facts) and the harmonic-mean score, each with its
+    bootstrap interval over facts."""
+    edited, unedited = facts[facts["edited"].astype(bool)], facts[~facts["edited"].astype(bool)]
+    margins = {column: mean_margin(by_method(edited, column), seed)
+               for column in ("efficacy", "paraphrase", "unseen_template")}
+    margins["specificity"] = mean_margin(by_method(unedited, "specificity"), seed)
+    margins["score"] = score_margin(np.stack([by_method(edited, "efficacy"), by_method(edited, "paraphrase")], axis=1),
+                                    by_method(unedited, "specificity"), seed)
+    return margins

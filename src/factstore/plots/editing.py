@@ -24,7 +24,7 @@ def scores(tables: dict[str, pd.DataFrame], params: dict):
     editing method (each baseline at the setting chosen on a validation block); error bars: 95%
     bootstrap intervals over facts (the test blocks of a fraction pooled).
 
-    tables: table (editing.summary).
+    tables: table (editing_summary.summary).
     """
     table = tables["table"]
     fig, axes = style.figure(ncols=len(SCORES), width=3.1, height=3.2)
