@@ -63,12 +63,10 @@ class Term:
     what: str
     bytes: float
     rules: tuple[str, ...] = ()  # the workflow rules (workflow/rules/*.smk) whose jobs hold it
-    gpu_bytes: float | None = None  # on a GPU, where it differs from the host's `bytes`
 
     def message(self, available_bytes: float, where: str) -> str:
         """The one line refusing this term on a machine with `available_bytes` (`where`: 'host' or 'GPU')."""
-        needed = (self.gpu_bytes or self.bytes) if where == "GPU" else self.bytes
-        return (f"factstore: {self.study}.{self.key} = {self.value} needs about {needed / GB:.0f} GB for {self.what} "
+        return (f"factstore: {self.study}.{self.key} = {self.value} needs about {self.bytes / GB:.0f} GB for {self.what} "
                 f"({where} has {available_bytes / GB:.0f} GB): lower {self.study}.{self.key}")
 
 
@@ -376,7 +374,6 @@ def workflow_problem(config: dict, gpu_resource: Any = None, environ: dict | Non
     host_bytes = host_memory_bytes() if host_bytes is None else host_bytes
     if terms[0].bytes > host_bytes:
         return terms[0].message(host_bytes, "host")
-    on_gpu = max(terms, key=lambda term: term.gpu_bytes or term.bytes)
-    if cuda_available and device != "cpu" and gpu_bytes and (on_gpu.gpu_bytes or on_gpu.bytes) > gpu_bytes:
-        return on_gpu.message(gpu_bytes, "GPU")
+    if cuda_available and device != "cpu" and gpu_bytes and terms[0].bytes > gpu_bytes:
+        return terms[0].message(gpu_bytes, "GPU")
     return None

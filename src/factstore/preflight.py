@@ -57,7 +57,7 @@ class RuleFit:
         """What the rule's largest allocation holds on a GPU (None for a CPU rule or no estimate)."""
         if not self.uses_gpu or self.term is None:
             return None
-        return self.term.gpu_bytes or self.term.bytes
+        return self.term.bytes
 
     def problems(self, node_bytes: float, gpu_bytes: float) -> list[str]:
         """One line for each machine this rule does not fit, naming the key to lower."""
