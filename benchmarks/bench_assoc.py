@@ -23,7 +23,8 @@ import time
 
 import torch
 
-from factstore import assoc, provenance
+from factstore import provenance
+from factstore.assoc import memory
 from factstore.device import select_device
 
 from common import write_report
@@ -48,14 +49,14 @@ def _synchronise(device: torch.device) -> None:
 
 def loss_pass_against_autograd(inputs: torch.Tensor, outputs: torch.Tensor, device: torch.device, repeats: int = 5) -> dict:
     """Seconds per loss + gradient + recall count: the training step's one pass
-    (assoc._loss_and_gradient) against the straightforward autograd step (logits, cross_entropy,
+    (memory._loss_and_gradient) against the straightforward autograd step (logits, cross_entropy,
     backward, argmax) at the same shapes, and the largest relative difference of their dW."""
     n_seeds, p, d = inputs.shape
     weights = torch.randn(n_seeds, d, d, device=device, generator=None) / d
 
     def autograd_step():
         w = weights.clone().requires_grad_(True)
-        logits = assoc.scores(w, inputs, outputs)
+        logits = memory.scores(w, inputs, outputs)
         targets = torch.arange(p, device=device).repeat(n_seeds)
         loss = torch.nn.functional.cross_entropy(logits.reshape(n_seeds * p, p), targets) * n_seeds
         loss.backward()
@@ -71,7 +72,7 @@ def loss_pass_against_autograd(inputs: torch.Tensor, outputs: torch.Tensor, devi
         _synchronise(device)
         return (time.perf_counter() - start) / repeats
 
-    one_pass = lambda: assoc._loss_and_gradient(weights, inputs, outputs, 2048)[2]  # noqa: E731
+    one_pass = lambda: memory._loss_and_gradient(weights, inputs, outputs, 2048)[2]  # noqa: E731
     difference = float(((one_pass() - autograd_step()).norm() / autograd_step().norm()))
     autograd_s, one_pass_s = seconds(autograd_step), seconds(one_pass)
     return {"autograd_s": autograd_s, "one_pass_s": one_pass_s, "speedup": autograd_s / one_pass_s,
@@ -79,7 +80,7 @@ def loss_pass_against_autograd(inputs: torch.Tensor, outputs: torch.Tensor, devi
 
 
 def step_timing(args, device: torch.device) -> None:
-    """Seconds per Adam step of `assoc.train_optimal` at d = args.step_timing for each load."""
+    """Seconds per Adam step of `memory.train_optimal` at d = args.step_timing for each load."""
     import yaml
 
     with open("config/config.yaml") as file:
@@ -87,15 +88,15 @@ def step_timing(args, device: torch.device) -> None:
     d, seeds, patience = args.step_timing, trained["seeds"], trained["patience"]
     rows = []
     for alpha in args.alphas or trained["alphas"]:
-        p = assoc.facts_for_load(alpha, d)
+        p = memory.facts_for_load(alpha, d)
         generator = torch.Generator().manual_seed(0)
-        inputs, outputs = assoc.sample_problem(p, d, seeds, generator)
+        inputs, outputs = memory.sample_problem(p, d, seeds, generator)
         inputs, outputs = inputs.to(device), outputs.to(device)
         # Warm-up step, then the timed ones; patience is never reached so every step runs.
-        assoc.train_optimal(inputs, outputs, max_steps=1, learning_rate=trained["learning_rate"], patience=10**9)
+        memory.train_optimal(inputs, outputs, max_steps=1, learning_rate=trained["learning_rate"], patience=10**9)
         _synchronise(device)
         start = time.perf_counter()
-        result = assoc.train_optimal(inputs, outputs, max_steps=args.steps, learning_rate=trained["learning_rate"],
+        result = memory.train_optimal(inputs, outputs, max_steps=args.steps, learning_rate=trained["learning_rate"],
                                      patience=10**9)
         _synchronise(device)
         seconds = (time.perf_counter() - start) / result.steps
@@ -135,19 +136,19 @@ def main() -> None:
         step_timing(args, device)
         return
     d, alpha = 128, 0.5
-    p = assoc.facts_for_load(alpha, d)
+    p = memory.facts_for_load(alpha, d)
     generator = torch.Generator().manual_seed(0)
-    inputs, outputs = assoc.sample_problem(p, d, args.seeds, generator)
+    inputs, outputs = memory.sample_problem(p, d, args.seeds, generator)
     inputs, outputs = inputs.to(device), outputs.to(device)
 
     start = time.perf_counter()
-    result = assoc.train_optimal(inputs, outputs, max_steps=2000, learning_rate=0.5, patience=150)
+    result = memory.train_optimal(inputs, outputs, max_steps=2000, learning_rate=0.5, patience=150)
     _synchronise(device)
     training_s = time.perf_counter() - start
 
     start, repeats = time.perf_counter(), 5
     for _ in range(repeats):
-        assoc.recall_accuracy(result.weights, inputs, outputs)
+        memory.recall_accuracy(result.weights, inputs, outputs)
     _synchronise(device)
     evaluation_s = (time.perf_counter() - start) / repeats
     # One evaluation: E W^T (p d^2) and the p x p logits (p^2 d) per seed, 2 flops per multiply-add.

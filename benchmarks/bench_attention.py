@@ -15,7 +15,7 @@ import time
 import torch
 
 from factstore import provenance
-from factstore.attention.capacity import TrainSettings, attention_capacity, fit_sizes
+from factstore.attention.capacity import TrainingSettings, attention_capacity, fit_sizes
 from factstore.attention.model import CONTEXT_KINDS, AttentionShape, make_dataset
 from factstore.device import select_device
 
@@ -29,9 +29,9 @@ def _synchronise(device: torch.device) -> None:
 
 def seconds_per_step(pool, sizes, shape, device, steps: int = 30) -> float:
     """Wall seconds of one full-batch step training len(sizes) models side by side."""
-    settings = TrainSettings(max_steps=steps, warmup_steps=1, target_accuracy=2.0)  # never stops early
+    settings = TrainingSettings(max_steps=steps, warmup_steps=1, target_accuracy=2.0)  # never stops early
     generator = torch.Generator().manual_seed(1)
-    fit_sizes(pool, sizes, shape, TrainSettings(max_steps=3, warmup_steps=1), generator, device)  # warm-up
+    fit_sizes(pool, sizes, shape, TrainingSettings(max_steps=3, warmup_steps=1), generator, device)  # warm-up
     _synchronise(device)
     start = time.perf_counter()
     fit_sizes(pool, sizes, shape, settings, generator, device)
@@ -55,7 +55,7 @@ def main() -> None:
     device = select_device(args.device)
     shape = AttentionShape(d=args.d, heads=args.heads, d_head=args.d_head, d_value=args.d_head, n_classes=100)
     pool = make_dataset(8192, args.d, args.n_context, 100, args.context, torch.Generator().manual_seed(0))
-    settings = TrainSettings(lr=0.05, max_steps=args.max_steps, warmup_steps=args.max_steps // 20)
+    settings = TrainingSettings(learning_rate=0.05, max_steps=args.max_steps, warmup_steps=args.max_steps // 20)
 
     start = time.perf_counter()
     search, fits = attention_capacity(pool, shape, settings, torch.Generator().manual_seed(2), start=32,

@@ -25,7 +25,7 @@ from factstore.editing.corpus import templated_corpus
 from factstore.editing.model import FactLanguageModel
 from factstore.editing.protocol import expert_keys, target_residuals
 from factstore.editing.templates import TEMPLATES
-from factstore.editing.training import LanguageTraining, train_language_model
+from factstore.editing.training import TrainingSettings, train_language_model
 from factstore.editing.vocabulary import FactVocabulary
 from factstore.facts import FactSet, normalize_rows, spherical_embeddings
 from factstore.mlp import gd
@@ -70,7 +70,7 @@ def one_size(size: str, device: torch.device) -> dict:
         torch.cuda.reset_peak_memory_stats(device)
     corpus = templated_corpus(vocabulary, authors, torch.arange(min(n_facts, TRAINING_STEPS * batch_size // 24 + 1)),
                               range(24))
-    settings = LanguageTraining(batch_size=batch_size, max_epochs=1)
+    settings = TrainingSettings(batch_size=batch_size, max_epochs=1)
     corpus = corpus.subset(torch.arange(min(len(corpus.tokens), TRAINING_STEPS * batch_size)))
     record, _ = timed(lambda: train_language_model(model, corpus, settings, generator), device)
     tokens_per_s = int((corpus.target_kinds != 0).sum()) / record["seconds"]

@@ -393,7 +393,7 @@ def compare_attention_step(shape: dict, steps: tuple[int, int], repeats: int) ->
     import trainers
     from torch.utils.data import DataLoader
 
-    from factstore.attention.capacity import TrainSettings, fit_sizes
+    from factstore.attention.capacity import TrainingSettings, fit_sizes
     from factstore.attention.model import AttentionShape, make_dataset
 
     layer, size = ATTENTION_LAYER, shape["N"]
@@ -445,7 +445,7 @@ def compare_attention_step(shape: dict, steps: tuple[int, int], repeats: int) ->
                         torch.Generator().manual_seed(0))
 
     def project(n_steps: int):
-        settings = TrainSettings(lr=ATTENTION_LEARNING_RATE, max_steps=n_steps, warmup_steps=max(1, n_steps // 20),
+        settings = TrainingSettings(learning_rate=ATTENTION_LEARNING_RATE, max_steps=n_steps, warmup_steps=max(1, n_steps // 20),
                                  target_accuracy=2.0)  # never met: every step runs
         with quiet():
             fit_sizes(pool, [size], attention_shape, settings, torch.Generator().manual_seed(2))

@@ -13,34 +13,35 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.integrate import quad
 
-from factstore import assoc
+from factstore.assoc import decoupled_gaps, memory, optimal_capacity, rank_capacity, spectrum_metrics
+from factstore.assoc.capacity import capacities, grid_spacing, perfect_storage_capacities
+from factstore.assoc.perfect_storage import window_loads
 from factstore.statistics import first_crossing_below
-from factstore.experiments import assoc as steps
 
 
 @given(alpha=st.floats(0.01, 3.0), d=st.integers(8, 512))
 def test_facts_for_load_inverts_the_load(alpha, d):
-    p = assoc.facts_for_load(alpha, d)
+    p = memory.facts_for_load(alpha, d)
     # Rounding p to an integer moves the load by at most one fact's worth.
-    assert abs(assoc.load(p, d) - alpha) <= (math.log(p) + 1) / d**2 + 1e-12
+    assert abs(memory.load(p, d) - alpha) <= (math.log(p) + 1) / d**2 + 1e-12
 
 
 def test_quarter_circle_is_a_law_with_unit_second_moment():
-    assert quad(assoc.quarter_circle_density, 0, 2)[0] == pytest.approx(1, abs=1e-9)
-    assert quad(lambda s: s * s * assoc.quarter_circle_density(s), 0, 2)[0] == pytest.approx(1, abs=1e-9)
+    assert quad(memory.quarter_circle_density, 0, 2)[0] == pytest.approx(1, abs=1e-9)
+    assert quad(lambda s: s * s * memory.quarter_circle_density(s), 0, 2)[0] == pytest.approx(1, abs=1e-9)
     s = np.linspace(0, 2, 7)
-    numeric = [quad(assoc.quarter_circle_density, 0, x)[0] for x in s]
-    np.testing.assert_allclose(assoc.quarter_circle_cdf(s), numeric, atol=1e-9)
+    numeric = [quad(memory.quarter_circle_density, 0, x)[0] for x in s]
+    np.testing.assert_allclose(memory.quarter_circle_cdf(s), numeric, atol=1e-9)
 
 
 @pytest.mark.parametrize("kappa", [0.25, 0.5, 0.9])
 def test_truncated_quarter_circle_is_normalised(kappa):
-    lower, second_moment = assoc.truncated_quarter_circle(kappa)
+    lower, second_moment = memory.truncated_quarter_circle(kappa)
     top = 2 / math.sqrt(second_moment)
-    assert assoc.truncated_quarter_circle_cdf(lower / math.sqrt(second_moment), kappa) == pytest.approx(0, abs=1e-9)
-    assert assoc.truncated_quarter_circle_cdf(top, kappa) == pytest.approx(1, abs=1e-9)
+    assert memory.truncated_quarter_circle_cdf(lower / math.sqrt(second_moment), kappa) == pytest.approx(0, abs=1e-9)
+    assert memory.truncated_quarter_circle_cdf(top, kappa) == pytest.approx(1, abs=1e-9)
     # In its own units the truncated law has mean square one, like the normalised samples.
-    density = lambda s: np.gradient(assoc.truncated_quarter_circle_cdf(s, kappa), s)
+    density = lambda s: np.gradient(memory.truncated_quarter_circle_cdf(s, kappa), s)
     grid = np.linspace(0, top, 20001)
     assert np.trapezoid(grid**2 * density(grid), grid) == pytest.approx(1, rel=1e-3)
 
@@ -48,10 +49,10 @@ def test_truncated_quarter_circle_is_normalised(kappa):
 def test_chunked_accuracy_equals_one_pass():
     generator = torch.Generator().manual_seed(0)
     for decoupled in (False, True):
-        x, y = assoc.sample_problem(150, 16, 2, generator, decoupled=decoupled)
-        weights = assoc.hebbian_weights(x, y)
-        whole = assoc.recall_accuracy(weights, x, y, chunk_size=1000)
-        chunked = assoc.recall_accuracy(weights, x, y, chunk_size=7)
+        x, y = memory.sample_problem(150, 16, 2, generator, decoupled=decoupled)
+        weights = memory.hebbian_weights(x, y)
+        whole = memory.recall_accuracy(weights, x, y, chunk_size=1000)
+        chunked = memory.recall_accuracy(weights, x, y, chunk_size=7)
         torch.testing.assert_close(whole, chunked)
 
 
@@ -59,49 +60,49 @@ def test_hebbian_recalls_everything_at_a_tiny_load_and_less_as_the_load_grows():
     """A property of the rule (cross-talk grows with the load), not S1.hebbian-typical's 1/2: that
     value is the claims report's to check."""
     generator = torch.Generator().manual_seed(1)
-    x, y = assoc.sample_problem(assoc.facts_for_load(0.02, 128), 128, 2, generator)
-    assert (assoc.recall_accuracy(assoc.hebbian_weights(x, y), x, y) == 1).all()
+    x, y = memory.sample_problem(memory.facts_for_load(0.02, 128), 128, 2, generator)
+    assert (memory.recall_accuracy(memory.hebbian_weights(x, y), x, y) == 1).all()
     accuracy = []
     for alpha in (0.2, 0.5, 1.5):
-        x, y = assoc.sample_problem(assoc.facts_for_load(alpha, 64), 64, 2, generator)
-        accuracy.append(assoc.recall_accuracy(assoc.hebbian_weights(x, y), x, y).mean().item())
+        x, y = memory.sample_problem(memory.facts_for_load(alpha, 64), 64, 2, generator)
+        accuracy.append(memory.recall_accuracy(memory.hebbian_weights(x, y), x, y).mean().item())
     assert 1 > accuracy[0] > accuracy[1] > accuracy[2] > 0
 
 
 @pytest.mark.parametrize("decoupled", [False, True])
 def test_training_stores_what_hebbian_cannot(decoupled):
     generator = torch.Generator().manual_seed(2)
-    x, y = assoc.sample_problem(assoc.facts_for_load(0.4, 24), 24, 2, generator, decoupled=decoupled)
-    result = assoc.train_optimal(x, y, max_steps=500, learning_rate=0.5, patience=100)
+    x, y = memory.sample_problem(memory.facts_for_load(0.4, 24), 24, 2, generator, decoupled=decoupled)
+    result = memory.train_optimal(x, y, max_steps=500, learning_rate=0.5, patience=100)
     assert (result.best_accuracy == 1).all()
-    assert (assoc.recall_accuracy(result.weights, x, y) == 1).all()
-    assert (assoc.recall_accuracy(assoc.hebbian_weights(x, y), x, y) < 1).all()
+    assert (memory.recall_accuracy(result.weights, x, y) == 1).all()
+    assert (memory.recall_accuracy(memory.hebbian_weights(x, y), x, y) < 1).all()
 
 
 def test_rank_constrained_weights_have_the_rank_and_keep_their_initialisation():
     generator = torch.Generator().manual_seed(3)
-    x, y = assoc.sample_problem(40, 16, 1, generator)
-    result = assoc.train_optimal(x, y, rank=4, max_steps=50, learning_rate=0.1, generator=generator)
+    x, y = memory.sample_problem(40, 16, 1, generator)
+    result = memory.train_optimal(x, y, rank=4, max_steps=50, learning_rate=0.1, generator=generator)
     # float32 products leave ~1e-7 relative noise in the zero singular values
     assert torch.linalg.matrix_rank(result.weights[0], rtol=1e-4) == 4
     assert torch.linalg.matrix_rank(result.initial_weights[0], rtol=1e-4) == 4
     assert not torch.allclose(result.initial_weights, result.weights)
     # init_scale sets the size of the factors: W = Q R^T scales with its square.
-    small, large = (assoc.train_optimal(x, y, rank=4, max_steps=1, init_scale=scale,
+    small, large = (memory.train_optimal(x, y, rank=4, max_steps=1, init_scale=scale,
                                         generator=torch.Generator().manual_seed(5)).initial_weights
                     for scale in (0.1, 1.0))
     torch.testing.assert_close(large, 100 * small)
-    assert assoc.train_optimal(x, y, max_steps=1).initial_weights is None  # full rank starts at W = 0
+    assert memory.train_optimal(x, y, max_steps=1).initial_weights is None  # full rank starts at W = 0
 
 
 def test_normalised_singular_values_have_unit_mean_square():
     weights = torch.randn(3, 20, 20, generator=torch.Generator().manual_seed(0))
-    values = assoc.normalised_singular_values(weights)
+    values = memory.normalised_singular_values(weights)
     torch.testing.assert_close(values.pow(2).mean(-1), torch.ones(3, dtype=values.dtype))
     # A square Gaussian matrix's singular values follow the quarter-circle law: why S1.quarter-circle
     # checks the rank-constrained spectrum against its initialisation, not this full-rank KS.
-    big = assoc.normalised_singular_values(torch.randn(1, 400, 400, generator=torch.Generator().manual_seed(1)))
-    assert assoc.ks_distance(big.numpy().ravel(), assoc.quarter_circle_cdf) < 0.05
+    big = memory.normalised_singular_values(torch.randn(1, 400, 400, generator=torch.Generator().manual_seed(1)))
+    assert memory.ks_distance(big.numpy().ravel(), memory.quarter_circle_cdf) < 0.05
 
 
 def test_first_crossing_interpolates_and_refuses_to_extrapolate():
@@ -115,7 +116,7 @@ def test_first_crossing_interpolates_and_refuses_to_extrapolate():
 @given(intercept=st.floats(0.2, 1.0), slope=st.floats(-2, 5))
 def test_extrapolation_recovers_a_known_intercept(intercept, slope):
     p = np.array([100.0, 500.0, 3000.0])
-    fitted, fitted_slope = assoc.extrapolate_capacity(intercept + slope / np.log(p), p)
+    fitted, fitted_slope = memory.extrapolate_capacity(intercept + slope / np.log(p), p)
     assert fitted == pytest.approx(intercept, abs=1e-9) and fitted_slope == pytest.approx(slope, abs=1e-9)
 
 
@@ -143,15 +144,15 @@ def _curves(stored_up_to: dict[int, float], seeds: int = 3, near_miss: float = 0
 def _optimal_capacity_metrics(stored_up_to: dict[int, float]) -> list:
     curves = _curves(stored_up_to)
     keys = ["method", "problem", "rank_fraction", "d"]
-    capacity = pd.concat([steps.perfect_storage_capacities(curves, keys), steps.capacities(curves, 0.99, keys)])
-    return {name: value for name, value, _ in steps.optimal_capacity_metrics(capacity[capacity.method == "trained"], 0.99)}
+    capacity = pd.concat([perfect_storage_capacities(curves, keys), capacities(curves, 0.99, keys)])
+    return {name: value for name, value, _ in optimal_capacity.optimal_capacity_metrics(capacity[capacity.method == "trained"], 0.99)}
 
 
 def test_capacity_is_perfect_storage_in_half_the_seeds_not_mean_accuracy():
     curves = _curves({32: 0.8})
     keys = ["method", "problem", "rank_fraction", "d"]
-    perfect = steps.perfect_storage_capacities(curves, keys).alpha_c.item()
-    apparent = steps.capacities(curves, 0.99, keys).alpha_c.item()
+    perfect = perfect_storage_capacities(curves, keys).alpha_c.item()
+    apparent = capacities(curves, 0.99, keys).alpha_c.item()
     # Two of three seeds store everything up to 0.80, none at 0.81: the crossing lies between.
     assert 0.80 <= perfect <= 0.81
     assert apparent > perfect + 0.15  # 99.5% mean accuracy is not perfect storage
@@ -178,23 +179,23 @@ def test_intercept_standard_error_is_a_bootstrap_over_seeds():
     the capacity give the intercept a positive standard error, larger with fewer seeds."""
     agreeing = _curves({32: 0.8, 64: 0.75, 128: 0.72}, near_miss=0.0)
     agreeing = agreeing.assign(accuracy=np.where(agreeing.alpha <= agreeing.d.map({32: 0.8, 64: 0.75, 128: 0.72}) + 1e-9, 1.0, 0.5))
-    assert steps.capacity_fit_standard_errors(agreeing, 199, 0)["optimal_capacity_extrapolated"] == pytest.approx(0, abs=1e-12)
+    assert optimal_capacity.capacity_fit_standard_errors(agreeing, 199, 0)["optimal_capacity_extrapolated"] == pytest.approx(0, abs=1e-12)
     rows = []
     for d, capacity in {32: 0.8, 64: 0.75, 128: 0.72}.items():
         for seed in range(5):
             limit = capacity + 0.03 * (seed - 2)  # seeds disagree by up to +-0.06
             rows += [{"d": d, "alpha": alpha, "seed": seed, "accuracy": 1.0 if alpha <= limit + 1e-9 else 0.5} for alpha in GRID]
     disagreeing = pd.DataFrame(rows)
-    five = steps.capacity_fit_standard_errors(disagreeing, 199, 0)
-    three = steps.capacity_fit_standard_errors(disagreeing[disagreeing.seed.isin([0, 2, 4])], 199, 0)
+    five = optimal_capacity.capacity_fit_standard_errors(disagreeing, 199, 0)
+    three = optimal_capacity.capacity_fit_standard_errors(disagreeing[disagreeing.seed.isin([0, 2, 4])], 199, 0)
     assert 0 < five["optimal_capacity_extrapolated"] < three["optimal_capacity_extrapolated"]
     assert five["optimal_capacity_slope_b"] > 0
     # The 95% interval of the intercept comes from the same resamples: it holds the point estimate
     # and is wider than one standard error either side.
-    errors, (low, high) = steps.capacity_fit_bootstrap(disagreeing, 199, 0)
-    capacity = steps.perfect_storage_capacities(disagreeing.assign(method="trained", problem="original", rank_fraction=1.0),
+    errors, (low, high) = optimal_capacity.capacity_fit_bootstrap(disagreeing, 199, 0)
+    capacity = perfect_storage_capacities(disagreeing.assign(method="trained", problem="original", rank_fraction=1.0),
                                                 ["method", "problem", "rank_fraction", "d"])
-    intercept, _ = assoc.extrapolate_capacity(capacity.alpha_c.to_numpy(), capacity.p_c.to_numpy())
+    intercept, _ = memory.extrapolate_capacity(capacity.alpha_c.to_numpy(), capacity.p_c.to_numpy())
     assert low < intercept < high
     assert high - low > 2 * errors["optimal_capacity_extrapolated"]
 
@@ -215,14 +216,14 @@ def test_decoupled_capacity_gap_is_read_in_grid_steps_and_the_transition_gap_rep
     verdicts = {}
     for decoupled, expected_steps in ((0.8, 0.0), (0.85, 1.0), (0.9, 2.0)):
         curves = _decoupled_curves(0.8, decoupled)
-        capacity = steps.perfect_storage_capacities(curves, keys)
+        capacity = perfect_storage_capacities(curves, keys)
         caps = capacity.pivot_table(index="d", columns="problem", values="alpha_c")
-        gap_steps = steps.decoupled_gap_grid_steps(caps, curves)
+        gap_steps = decoupled_gaps.decoupled_gap_grid_steps(caps, curves)
         assert gap_steps[64] == pytest.approx(expected_steps)
         verdicts[decoupled] = claim_verdict("S1.decoupled-equivalent", {"decoupled_mean_accuracy_gap": 0.01,
                                                                          "decoupled_capacity_gap_grid_steps": gap_steps.max()})
     assert verdicts == {0.8: "PASS", 0.85: "PASS", 0.9: "FAIL"}
-    transition = steps.transition_accuracy_gaps(_decoupled_curves(0.8, 0.9))
+    transition = decoupled_gaps.transition_accuracy_gaps(_decoupled_curves(0.8, 0.9))
     # Loads 0.85-1.0 are in transition in either problem; the largest gap: 0.99 vs 0.6 at 0.95, 1.0 vs 0.99 at 0.85.
     assert transition.idxmax() == (64, 0.95) and transition.max() == pytest.approx(0.39)
     assert (64, 0.7) not in transition.index  # every seed of both problems stores everything there
@@ -230,16 +231,16 @@ def test_decoupled_capacity_gap_is_read_in_grid_steps_and_the_transition_gap_rep
 
 def test_grid_spacing_is_the_coarsest_interval_around_the_capacities():
     loads = np.array([0.7, 0.725, 0.75, 0.8, 0.9])
-    assert steps.grid_spacing(loads, 0.71, 0.72) == pytest.approx(0.025)
-    assert steps.grid_spacing(loads, 0.74, 0.76) == pytest.approx(0.05)
-    assert steps.grid_spacing(loads, 0.8, 0.8) == pytest.approx(0.1)
+    assert grid_spacing(loads, 0.71, 0.72) == pytest.approx(0.025)
+    assert grid_spacing(loads, 0.74, 0.76) == pytest.approx(0.05)
+    assert grid_spacing(loads, 0.8, 0.8) == pytest.approx(0.1)
 
 
 def _truncated_law_sample(kappa: float, count: int) -> np.ndarray:
     """`count` quantiles of the top-kappa truncated quarter-circle law (its own units)."""
-    lower, second_moment = assoc.truncated_quarter_circle(kappa)
+    lower, second_moment = memory.truncated_quarter_circle(kappa)
     grid = np.linspace(lower / math.sqrt(second_moment), 2 / math.sqrt(second_moment), 4001)
-    return np.interp((np.arange(count) + 0.5) / count, assoc.truncated_quarter_circle_cdf(grid, kappa), grid)
+    return np.interp((np.arange(count) + 0.5) / count, memory.truncated_quarter_circle_cdf(grid, kappa), grid)
 
 
 def _spectrum_metrics(trained: np.ndarray, initial: np.ndarray, kappa: float = 0.5) -> dict:
@@ -248,15 +249,15 @@ def _spectrum_metrics(trained: np.ndarray, initial: np.ndarray, kappa: float = 0
             for stage, values in (("trained", trained), ("initial", initial)) for i, s in enumerate(values)]
     capacity = pd.DataFrame([{"method": "trained", "problem": "original", "rank_fraction": kappa, "d": 16,
                               "alpha_c": 0.55, "p_c": 60, "criterion": "all"}])
-    return {name: value for name, value, _ in steps._spectrum_statistics(pd.DataFrame(rows), capacity, 16)}
+    return {name: value for name, value, _ in spectrum_metrics.spectrum_statistics(pd.DataFrame(rows), capacity, 16)}
 
 
 @pytest.mark.parametrize("kappa", [0.25, 0.5, 0.75])
 def test_truncated_law_quantiles_invert_its_cdf(kappa):
     probabilities = np.linspace(0, 1, 11)
-    quantiles = assoc.truncated_quarter_circle_quantiles(probabilities, kappa)
+    quantiles = memory.truncated_quarter_circle_quantiles(probabilities, kappa)
     assert np.all(np.diff(quantiles) > 0)
-    assert assoc.truncated_quarter_circle_cdf(quantiles, kappa) == pytest.approx(probabilities, abs=1e-9)
+    assert memory.truncated_quarter_circle_cdf(quantiles, kappa) == pytest.approx(probabilities, abs=1e-9)
 
 
 @pytest.mark.parametrize("kappa", [0.25, 0.5, 0.75])
@@ -266,32 +267,32 @@ def test_truncated_law_is_the_cut_spectrum_of_its_random_matrix_model(kappa):
     keeps the predicted share of its squared Frobenius norm (alpha_c(kappa) / alpha_c(1))."""
     d, p = 200, 20_000
     generator = torch.Generator().manual_seed(1)
-    inputs, outputs = assoc.sample_problem(p, d, 1, generator, dtype=torch.float64)
-    hebbian = assoc.hebbian_weights(inputs, outputs)
+    inputs, outputs = memory.sample_problem(p, d, 1, generator, dtype=torch.float64)
+    hebbian = memory.hebbian_weights(inputs, outputs)
     rank = round(kappa * d)
-    values = assoc.normalised_singular_values(hebbian, rank)[0].numpy()
-    assert assoc.ks_distance(values, lambda s: assoc.truncated_quarter_circle_cdf(s, kappa)) < 0.06
+    values = memory.normalised_singular_values(hebbian, rank)[0].numpy()
+    assert memory.ks_distance(values, lambda s: memory.truncated_quarter_circle_cdf(s, kappa)) < 0.06
     # The law's quantiles against the sorted values: the whole shape, not one statistic.
-    expected = assoc.truncated_quarter_circle_quantiles((np.arange(rank) + 0.5) / rank, kappa)
+    expected = memory.truncated_quarter_circle_quantiles((np.arange(rank) + 0.5) / rank, kappa)
     assert np.abs(np.sort(values) - expected).max() < 0.06
     squares = torch.linalg.svdvals(hebbian[0]).pow(2)
-    assert float(squares[:rank].sum() / squares.sum()) == pytest.approx(assoc.rank_capacity_ratio(kappa), abs=0.02)
+    assert float(squares[:rank].sum() / squares.sum()) == pytest.approx(memory.rank_capacity_ratio(kappa), abs=0.02)
 
 
 def test_rank_capacity_ratio_is_an_integral_of_the_quarter_circle():
-    assert assoc.rank_capacity_ratio(1.0) == 1.0
-    ratios = [assoc.rank_capacity_ratio(k) for k in (0.1, 0.25, 0.5, 0.75, 0.9)]
+    assert memory.rank_capacity_ratio(1.0) == 1.0
+    ratios = [memory.rank_capacity_ratio(k) for k in (0.1, 0.25, 0.5, 0.75, 0.9)]
     assert np.all(np.diff(ratios) > 0) and ratios[-1] < 1
     # The top kappa of the mass carries more than kappa of the second moment (larger values kept).
     assert all(r > k for r, k in zip(ratios, (0.1, 0.25, 0.5, 0.75, 0.9)))
-    assert assoc.rank_capacity_ratio(0.5) == pytest.approx(0.8937, abs=1e-3)
+    assert memory.rank_capacity_ratio(0.5) == pytest.approx(0.8937, abs=1e-3)
 
 
 def test_quarter_circle_check_reads_the_law_and_flips_for_a_gaussian_product():
     law = _truncated_law_sample(0.5, 64)
     # A product of two Gaussian factors, normalised like the trained spectra (top kappa d values).
     q, r = torch.randn(2, 128, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    gaussian_product = assoc.normalised_singular_values((q @ r.T)[None], 64)[0].numpy()
+    gaussian_product = memory.normalised_singular_values((q @ r.T)[None], 64)[0].numpy()
     closer = _spectrum_metrics(trained=law, initial=gaussian_product)
     assert closer["truncated_quarter_circle_ks_original_kappa0.5"] < 0.05
     assert closer["truncated_quarter_circle_ks_critical_original_kappa0.5"] == pytest.approx(1.36 / math.sqrt(64), rel=0.05)
@@ -321,14 +322,14 @@ def _rank_table(stored_up_to: float, variant: str | None = None, loads=RANK_GRID
 
 def _rank_curve_check(capacities: dict[float, float]) -> dict:
     rank = pd.DataFrame([{"rank_fraction": k, "alpha_c": a} for k, a in capacities.items()])
-    metrics = {name: value for name, value, _ in steps.rank_curve_metrics(rank, np.array(RANK_GRID))}
+    metrics = {name: value for name, value, _ in rank_capacity.rank_curve_metrics(rank, np.array(RANK_GRID))}
     return metrics | {"rank_capacity_spearman": 1.0, "rank_optimisation_gain_grid_steps": 0.0}
 
 
 def test_rank_capacity_curve_check_flips_off_the_predicted_curve():
     full = 0.85
-    on_curve = _rank_curve_check({k: assoc.rank_capacity_ratio(k) * full + 0.02 for k in (0.25, 0.5, 0.75)} | {1.0: full})
-    assert on_curve["rank_capacity_ratio_kappa0.5"] == pytest.approx(assoc.rank_capacity_ratio(0.5) + 0.02 / full)
+    on_curve = _rank_curve_check({k: memory.rank_capacity_ratio(k) * full + 0.02 for k in (0.25, 0.5, 0.75)} | {1.0: full})
+    assert on_curve["rank_capacity_ratio_kappa0.5"] == pytest.approx(memory.rank_capacity_ratio(0.5) + 0.02 / full)
     assert on_curve["rank_capacity_curve_gap_grid_steps"] == pytest.approx(0.2)
     assert on_curve["rank_capacity_curve_gap_grid_steps_parameter_count"] > 1
     assert claim_verdict("S1.rank-capacity", on_curve) == "PASS"
@@ -337,40 +338,40 @@ def test_rank_capacity_curve_check_flips_off_the_predicted_curve():
     assert counted["rank_capacity_curve_gap_grid_steps_parameter_count"] == pytest.approx(0, abs=1e-12)
     assert counted["rank_capacity_curve_gap_grid_steps"] > 1
     assert claim_verdict("S1.rank-capacity", counted) == "FAIL"
-    assert steps.rank_curve_metrics(pd.DataFrame([{"rank_fraction": 0.5, "alpha_c": 0.7}]), np.array(RANK_GRID)) == []
+    assert rank_capacity.rank_curve_metrics(pd.DataFrame([{"rank_fraction": 0.5, "alpha_c": 0.7}]), np.array(RANK_GRID)) == []
 
 
 def test_rank_check_window_starts_at_the_last_stored_load():
-    assert steps.window_loads(_rank_table(0.5), RANK_GRID, 3) == [0.5, 0.6, 0.7]
-    assert steps.window_loads(_rank_table(0.05), RANK_GRID, 3) == [0.1, 0.2, 0.3]
+    assert window_loads(_rank_table(0.5), RANK_GRID, 3) == [0.5, 0.6, 0.7]
+    assert window_loads(_rank_table(0.05), RANK_GRID, 3) == [0.1, 0.2, 0.3]
 
 
 def test_rank_optimisation_check_flips_when_a_variant_stores_more():
     baseline, window = _rank_table(0.5), [0.5, 0.6, 0.7]
     same = pd.concat([_rank_table(0.5, "steps x4", window), _rank_table(0.4, "lr x2", window)])
-    metrics = {name: value for name, value, _ in steps.rank_check_metrics(baseline, same, RANK_GRID)}
+    metrics = {name: value for name, value, _ in rank_capacity.rank_check_metrics(baseline, same, RANK_GRID)}
     assert metrics["rank_optimisation_capacity_gain"] == pytest.approx(0)
     assert claim_verdict("S1.rank-capacity", metrics | {"rank_capacity_spearman": 1.0, "rank_capacity_curve_gap_grid_steps": 0.0}) == "PASS"
     # A variant that still stores at the window's top counts with that load (0.7 against the
     # baseline's 0.55, the crossing between its grid loads 0.5 and 0.6): 1.5 grid steps at least.
     better = pd.concat([same, _rank_table(0.7, "other initial draw", window)])
-    metrics = {name: value for name, value, _ in steps.rank_check_metrics(baseline, better, RANK_GRID)}
+    metrics = {name: value for name, value, _ in rank_capacity.rank_check_metrics(baseline, better, RANK_GRID)}
     assert metrics["rank_optimisation_gain_grid_steps"] == pytest.approx(1.5)
     assert claim_verdict("S1.rank-capacity", metrics | {"rank_capacity_spearman": 1.0, "rank_capacity_curve_gap_grid_steps": 0.0}) == "FAIL"
 
 
 @pytest.mark.parametrize("decoupled", [False, True])
 def test_one_pass_loss_and_gradient_equal_autograds_cross_entropy(decoupled):
-    """The training step's one-pass loss, dW and recall count (assoc._loss_and_gradient) are
+    """The training step's one-pass loss, dW and recall count (memory._loss_and_gradient) are
     autograd's cross-entropy over the (S, p, p) logits, its gradient and the argmax count."""
     generator = torch.Generator().manual_seed(3)
-    inputs, outputs = assoc.sample_problem(40, 12, 3, generator, decoupled=decoupled, dtype=torch.float64)
+    inputs, outputs = memory.sample_problem(40, 12, 3, generator, decoupled=decoupled, dtype=torch.float64)
     weights = (torch.randn(3, 12, 12, generator=generator, dtype=torch.float64) * 3).requires_grad_(True)
-    logits = assoc.scores(weights, inputs, outputs)
+    logits = memory.scores(weights, inputs, outputs)
     targets = torch.arange(40).repeat(3)
     loss = torch.nn.functional.cross_entropy(logits.reshape(120, 40), targets, reduction="none").view(3, 40).mean(1)
     loss.sum().backward()
-    losses, correct, gradient = assoc._loss_and_gradient(weights.detach(), inputs, outputs, chunk_size=16)
+    losses, correct, gradient = memory._loss_and_gradient(weights.detach(), inputs, outputs, chunk_size=16)
     torch.testing.assert_close(losses, loss.detach())
     torch.testing.assert_close(gradient, weights.grad)
     assert torch.equal(correct, (logits.argmax(-1) == torch.arange(40)).sum(-1))
@@ -397,7 +398,7 @@ def test_steps_run_end_to_end_at_tiny_scale(tmp_path):
         inputs |= {f"trained_{name}": outputs["table"], f"spectra_{name}": outputs["spectra"]}
     assert {"trained", "initial", "hebbian"} == set(read_table(tmp_path / "spectra_rank0.5_d8.csv")["stage"])
     outputs = {"capacity": str(tmp_path / "capacity.csv"), "metrics": str(tmp_path / "metrics.csv")}
-    run_step("assoc.summary", {"seed": 0, "capacity_accuracy": 0.99, "spectrum_d": 8, "rank_d": 8, "rank_alphas": common["alphas"]},
+    run_step("assoc_summary.summary", {"seed": 0, "capacity_accuracy": 0.99, "spectrum_d": 8, "rank_d": 8, "rank_alphas": common["alphas"]},
              inputs, outputs)
     metrics = read_table(outputs["metrics"]).set_index("metric")
     assert {"optimal_capacity_extrapolated", "decoupled_capacity_gap_grid_steps", "decoupled_max_transition_accuracy_gap",
@@ -414,7 +415,7 @@ def test_steps_run_end_to_end_at_tiny_scale(tmp_path):
 def test_the_decoupled_problem_is_the_scaled_gaussian_draw():
     """Scaling in place (no second copy of the largest tensor) leaves every number of the draw."""
     scale = 1.0 / math.sqrt(8)
-    inputs, outputs = assoc.sample_problem(5, 8, 2, torch.Generator().manual_seed(3), decoupled=True)
+    inputs, outputs = memory.sample_problem(5, 8, 2, torch.Generator().manual_seed(3), decoupled=True)
     generator = torch.Generator().manual_seed(3)
     assert torch.equal(inputs, torch.randn(2, 5, 8, generator=generator) * scale)
     assert torch.equal(outputs, torch.randn(2, 5, 5, 8, generator=generator) * scale)

@@ -19,7 +19,7 @@ from factstore.attention.assumptions import (
 )
 from factstore.attention.capacity import (
     FitResult,
-    TrainSettings,
+    TrainingSettings,
     attention_capacity,
     best_budget_runs,
     budget_check_sizes,
@@ -143,7 +143,7 @@ def test_unknown_context_kind_is_refused():
 
 
 def test_warmup_cosine_schedule():
-    settings = TrainSettings(max_steps=100, warmup_steps=10, final_lr_fraction=0.1)
+    settings = TrainingSettings(max_steps=100, warmup_steps=10, final_lr_fraction=0.1)
     factors = [warmup_cosine(step, settings) for step in range(100)]
     assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
     assert factors[10] == pytest.approx(1.0)
@@ -154,7 +154,7 @@ def test_warmup_cosine_schedule():
 def test_models_trained_side_by_side_see_only_their_own_examples():
     """A model on the first 12 examples ignores the rest of the batch (its labels, its count)."""
     shape = AttentionShape(d=8, heads=2, d_head=4, d_value=4, n_classes=5)
-    settings = TrainSettings(lr=1e-2, max_steps=30, warmup_steps=3, target_accuracy=2.0)  # never stops early
+    settings = TrainingSettings(learning_rate=1e-2, max_steps=30, warmup_steps=3, target_accuracy=2.0)  # never stops early
     pool = make_dataset(30, 8, 4, 5, "per_example", generator(0))
     relabelled = MemorisationData(pool.queries, pool.contexts, torch.cat([pool.labels[:12], pool.labels[12:].flip(0)]))
     first = fit_sizes(pool, [12, 30], shape, settings, generator(7))
@@ -167,7 +167,7 @@ def test_models_trained_side_by_side_see_only_their_own_examples():
 def test_fits_a_tiny_dataset_and_stops_early():
     shape = AttentionShape(d=8, heads=2, d_head=4, d_value=4, n_classes=10)
     pool = make_dataset(16, 8, 4, 10, "shared", generator(0))
-    (fit,) = fit_sizes(pool, [16], shape, TrainSettings(lr=3e-2, max_steps=600, warmup_steps=10), generator(1))
+    (fit,) = fit_sizes(pool, [16], shape, TrainingSettings(learning_rate=3e-2, max_steps=600, warmup_steps=10), generator(1))
     assert fit.fitted and fit.best_accuracy == 1.0
     assert fit.steps_run == fit.fitted_at_step + 1 < 600
 
@@ -192,7 +192,7 @@ def test_a_batch_of_at_least_n_is_full_batch_training(context):
     """batch_size >= N trains exactly as the full batch: the same FitResults, step for step."""
     shape = AttentionShape(d=8, heads=2, d_head=4, d_value=1, n_classes=10)
     pool = make_dataset(64, 8, 4, 10, context, generator(0))
-    full = TrainSettings(lr=3e-2, max_steps=60, warmup_steps=5)
+    full = TrainingSettings(learning_rate=3e-2, max_steps=60, warmup_steps=5)
     results = [fit_sizes(pool, [24, 64], shape, settings, generator(1))
                for settings in (full, replace(full, batch_size=64), replace(full, batch_size=1000))]
     assert results[0] == results[1] == results[2]
@@ -204,7 +204,7 @@ def test_mini_batches_fit_a_tiny_dataset_and_read_accuracy_over_all_examples(con
     and a model with fewer examples than the batch trains on all of them."""
     shape = AttentionShape(d=8, heads=4, d_head=4, d_value=2, n_classes=4)
     pool = make_dataset(24, 8, 4, 4, context, generator(0))
-    settings = TrainSettings(lr=3e-2, max_steps=600, warmup_steps=10, batch_size=8)
+    settings = TrainingSettings(learning_rate=3e-2, max_steps=600, warmup_steps=10, batch_size=8)
     fits = fit_sizes(pool, [6, 24], shape, settings, generator(1))
     assert all(fit.best_accuracy * fit.size == round(fit.best_accuracy * fit.size) for fit in fits)  # counts of examples
     assert fits[0].fitted and fits[1].best_accuracy > 0.5
@@ -247,7 +247,7 @@ def test_capacity_of_a_tiny_real_model():
     """A 2-head layer with ~300 weights memorises some tens of random 10-class labels, not 400."""
     shape = AttentionShape(d=8, heads=2, d_head=4, d_value=4, n_classes=10)
     pool = make_dataset(400, 8, 4, 10, "shared", generator(0))
-    settings = TrainSettings(lr=3e-2, max_steps=400, warmup_steps=20)
+    settings = TrainingSettings(learning_rate=3e-2, max_steps=400, warmup_steps=20)
     search, fits = attention_capacity(
         pool, shape, settings, generator(1), start=16, probes_per_round=2, relative_resolution=0.25
     )
@@ -421,7 +421,7 @@ def test_capacity_and_summary_steps_write_tidy_tables(tmp_path):
     assert (retrained["steps_run"] <= 2 * 60).all() and row["budget_capacity"] >= row["capacity"]
 
     summary = {kind: str(tmp_path / f"{kind}.csv") for kind in ("capacity", "probes", "metrics")}
-    run_step("attention.summary", {"relative_resolution": 0.3}, inputs, summary)
+    run_step("attention_summary.summary", {"relative_resolution": 0.3}, inputs, summary)
     metrics = read_table(summary["metrics"]).set_index("metric")["value"]
     assert {"heads_linear_slope", "heads_linear_r2", "capacity_heads2_shared", "heads_budget_rise_steps_max"} <= set(metrics.index)
     same = read_table(summary["capacity"])["budget_count_ratio_same_sizes"]
@@ -457,7 +457,7 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
                     pd.DataFrame(table).to_csv(path, index=False)
                     inputs[f"{kind}__{sweep}__{context}__{value}"] = str(path)
     outputs = {kind: str(tmp_path / f"summary_{kind}.csv") for kind in ("capacity", "probes", "metrics")}
-    run_step("attention.summary", {"relative_resolution": 0.1}, inputs, outputs)
+    run_step("attention_summary.summary", {"relative_resolution": 0.1}, inputs, outputs)
     names = read_table(outputs["metrics"])["metric"].tolist()
 
     source = inspect.getsource(factstore.attention.summary)
@@ -475,7 +475,7 @@ def test_summary_metric_names_are_written_out_in_the_source(tmp_path):
 
 def _summary_metrics(tmp_path, sweep: str, capacity_of, ratio_of=lambda value: 1.2, rise_of=lambda value: 0.0,
                      resolution: float = 0.1) -> dict[str, float]:
-    """attention.summary on a shared-context sweep whose count at each swept value is
+    """attention_summary.summary on a shared-context sweep whose count at each swept value is
     capacity_of(value), whose count at 4x the steps is ratio_of(value) times it, and whose 100%
     capacity the budget check raised by rise_of(value) grid steps; returns its metrics table as
     {name: value}."""
@@ -499,7 +499,7 @@ def _summary_metrics(tmp_path, sweep: str, capacity_of, ratio_of=lambda value: 1
             pd.DataFrame(table).to_csv(path, index=False)
             inputs[f"{kind}__{sweep}__shared__{value}"] = str(path)
     outputs = {kind: str(tmp_path / f"summary_{kind}.csv") for kind in ("capacity", "probes", "metrics")}
-    run_step("attention.summary", {"relative_resolution": resolution}, inputs, outputs)
+    run_step("attention_summary.summary", {"relative_resolution": resolution}, inputs, outputs)
     return read_table(outputs["metrics"]).set_index("metric")["value"].to_dict()
 
 

@@ -11,9 +11,8 @@ import pytest
 import torch
 
 from factstore import claims
-from factstore.committee import architectures, backprop, capacity, capacity_metrics, fc_least_action, least_action, multi_output, patterns, polish, separability, training
+from factstore.committee import architectures, backprop, capacity, capacity_metrics, fc_least_action, least_action, least_action_attempts, multi_output, patterns, polish, separability, training
 from factstore.committee.architectures import Architecture
-from factstore.experiments import committee_least_action
 from factstore.statistics import first_crossing_below, power_law_fit
 from conftest import REPOSITORY
 
@@ -339,7 +338,7 @@ def test_least_action_restarts_only_add_instances_and_are_reproducible():
     settings = {"epochs": 30, "learning_rate": 1.0, "polish_rounds": 1, "choice_noise": 0.5}
 
     def solve(restarts: int) -> dict:
-        return committee_least_action._least_action_with_restarts(machine, weights, x, y, mask, settings | {"restarts": restarts},
+        return least_action_attempts.least_action_with_restarts(machine, weights, x, y, mask, settings | {"restarts": restarts},
                                                  torch.Generator().manual_seed(5))
 
     once, restarted = solve(0), solve(3)

@@ -435,7 +435,8 @@ def test_bert_pipeline_pretrains_resumes_from_its_checkpoint_and_prunes(tmp_path
     unpruned = table[table.rate == 0]
     assert np.allclose(unpruned.apt, unpruned.apt_unpruned)  # rate 0 is the unpruned model, re-training skipped
     assert (unpruned.drop_standard_error == 0).all() and (table.apt_standard_error > 0).all()
-    vocabulary, token_ids, split = dilution_bert._tokenized_corpus(paragraphs, CORPUS)
+    texts = pd.read_csv(paragraphs)["text"].astype(str).tolist()
+    vocabulary, token_ids, split = mlm.tokenized_corpus(texts, CORPUS["token_budget"], CORPUS["eval_paragraphs"], CORPUS["seed"])
     assert (table.masked_tokens == sum(len(token_ids[i]) for i in split["eval"])).all()  # every eval token masked once
 
 

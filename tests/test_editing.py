@@ -21,7 +21,7 @@ from factstore.editing.protocol import (
     clamp_residuals, disjoint_blocks, edit_block, edit_sentences, edit_templates, expert_keys, fact_outcomes,
     permuted_authors, set_weight, summarise_outcomes, target_residuals,
 )
-from factstore.editing.training import LanguageTraining, TrainingCheckpoint, evaluate, perplexity, train_language_model
+from factstore.editing.training import TrainingSettings, TrainingCheckpoint, evaluate, perplexity, train_language_model
 from factstore.editing.vocabulary import FactVocabulary
 from factstore.editing.margins import Interval, fraction_margins, margin_reading
 from factstore.editing.baseline_grid import baseline_settings
@@ -63,7 +63,7 @@ def test_only_the_language_parts_train_and_the_frozen_parts_stay_identical():
               if name.startswith(("embedding", "mixture.fact_expert", "mlp_norm", "attention.value", "attention.output"))}
     trained_before = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
     corpus = templated_corpus(vocabulary, torch.arange(N_FACTS), torch.arange(N_FACTS), [0, 1])
-    record = train_language_model(model, corpus, LanguageTraining(batch_size=8, max_epochs=2), torch.Generator().manual_seed(0))
+    record = train_language_model(model, corpus, TrainingSettings(batch_size=8, max_epochs=2), torch.Generator().manual_seed(0))
     assert record["epochs"] == 2 and record["steps"] == 6
     for name, tensor in model.state_dict().items():
         if name in frozen:
@@ -363,7 +363,7 @@ class KilledAfterSaving(Exception):
 def test_a_killed_training_resumes_to_the_same_weights(tmp_path, monkeypatch):
     """A training stopped after its second saved state and started again ends with the weights,
     moments and record (time aside) of one that ran through; the state file is gone at the end."""
-    settings = LanguageTraining(batch_size=8, max_epochs=3, warmup_steps=2, checkpoint_every=2)
+    settings = TrainingSettings(batch_size=8, max_epochs=3, warmup_steps=2, checkpoint_every=2)
     corpus_of = lambda vocabulary: templated_corpus(vocabulary, torch.arange(N_FACTS), torch.arange(N_FACTS), [0, 1])
 
     through, vocabulary = toy_model()
@@ -396,7 +396,7 @@ def test_a_killed_training_resumes_to_the_same_weights(tmp_path, monkeypatch):
 def test_a_saved_state_of_other_settings_is_not_resumed(tmp_path):
     """A state saved under another fingerprint (other parameters, other data) is ignored: the
     training starts afresh and ends as one with no state file."""
-    settings = LanguageTraining(batch_size=8, max_epochs=2, checkpoint_every=1)
+    settings = TrainingSettings(batch_size=8, max_epochs=2, checkpoint_every=1)
     corpus_of = lambda vocabulary: templated_corpus(vocabulary, torch.arange(N_FACTS), torch.arange(N_FACTS), [0, 1])
     TrainingCheckpoint(tmp_path / "state.pt", "other settings").save({"progress": {"steps": 1}})
     fresh, vocabulary = toy_model()

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from factstore.facts import FactSet, make_fact_set
 from factstore.geometry import margin_optimal_targets
 from factstore.mlp import encoder_decoder, gd, ntk
-from factstore.mlp.capacity import ntk_smallest_widths, smallest_width, smallest_widths
+from factstore.mlp.capacity import smallest_width, smallest_widths
+from factstore.mlp.width_search import ntk_smallest_widths
 from factstore.mlp.methods import METHODS, get_method
 from factstore.mlp.modules import module_accuracy, parameter_count, parameters_per_unit
 from factstore.search import (

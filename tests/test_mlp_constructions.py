@@ -297,7 +297,7 @@ def test_a_loss_cutoff_trains_past_full_accuracy_to_a_lower_loss():
     assert converged["loss"] <= first["loss"] / 100 and module_accuracy(module, facts) == 1.0
 
 
-@pytest.mark.parametrize("method", sorted(name for name, method in METHODS.items() if method.search == "trained"))
+@pytest.mark.parametrize("method", sorted(name for name, method in METHODS.items() if method.search.trains))
 def test_gd_reaches_full_accuracy_on_a_tiny_set(method):
     facts = fact_set(32, 16)
     module, n_params, info = METHODS[method].make(facts, 16, generator())

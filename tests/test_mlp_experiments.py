@@ -16,9 +16,9 @@ from conftest import REPOSITORY, SMOKE_DIR, assert_figures
 from factstore.__main__ import run_step
 from factstore.device import derived_generator
 from factstore.embeddings import load_embeddings
-from factstore.experiments import mlp, mlp_summary
+from factstore.experiments import mlp_summary
 from factstore.facts import FactSet, make_fact_set, stored_mask
-from factstore.mlp import anisotropy_sweep, encoder_decoder, gd, ntk, scaling
+from factstore.mlp import anisotropy_sweep, configured_search, encoder_decoder, fact_sets, gd, ntk, scaling
 from factstore.mlp.capacity import smallest_width
 from factstore.mlp.lipschitz import lipschitz_constants
 from factstore.mlp.modules import fold_module, module_outputs
@@ -111,7 +111,7 @@ def test_tidy_table_and_seed_means():
 
 
 # ---------------------------------------------------------------------------------------------
-# Searches: the study's mapping onto capacity.smallest_widths
+# Searches: the study's configuration mapped onto the strategies' searches
 # ---------------------------------------------------------------------------------------------
 
 
@@ -122,7 +122,7 @@ SEARCH_PARAMS = {"ntk_degrees": [2], "search": {"ntk_max_width": 2**14, "gd_max_
 def test_search_method_ntk_matches_the_library_search_for_every_target():
     facts = make_fact_set(64, 16, torch.Generator().manual_seed(0))
     targets = [0.9, 0.99, 1.0]
-    results = mlp.search_method("ntk", facts, targets, (0, "t"), SEARCH_PARAMS, build_modules=True)
+    results = configured_search.search_method("ntk", facts, targets, (0, "t"), SEARCH_PARAMS, build_modules=True)
     for target in targets:
         library = smallest_width("ntk", facts, target, derived_generator(0, "t"), high=2**14, degree=2)
         assert results[target].width == library.width
@@ -135,11 +135,11 @@ def test_search_method_ntk_matches_the_library_search_for_every_target():
 
 def test_search_method_gd_shares_models_across_targets_and_reports_the_cap():
     facts = make_fact_set(32, 8, torch.Generator().manual_seed(1))
-    results = mlp.search_method("gd_gated", facts, [0.9, 1.0], (2,), SEARCH_PARAMS, gd_guess=1)
+    results = configured_search.search_method("gd_gated", facts, [0.9, 1.0], (2,), SEARCH_PARAMS, gd_guess=1)
     assert results[0.9].width is not None and results[1.0].width >= results[0.9].width
     assert results[1.0].n_params == 3 * 8 * results[1.0].width
     capped_params = SEARCH_PARAMS | {"search": SEARCH_PARAMS["search"] | {"gd_max_width": 1}}
-    capped = mlp.search_method("gd_gated", facts, [1.0], (2,), capped_params, gd_guess=1)[1.0]
+    capped = configured_search.search_method("gd_gated", facts, [1.0], (2,), capped_params, gd_guess=1)[1.0]
     assert capped.width is None and capped.params_at_cap == 3 * 8
 
 
@@ -272,14 +272,14 @@ def test_the_geometric_spectrum_lowers_rho_below_the_linspace_one(kappa):
     too little to rank methods by it)."""
     from factstore.facts import condition_number
 
-    linspace = mlp.synthetic_fact_set(0, 16, 64, kappa, 0, "linspace")
-    geometric = mlp.synthetic_fact_set(0, 16, 64, kappa, 0, "geometric")
+    linspace = fact_sets.synthetic_fact_set(0, 16, 64, kappa, 0, "linspace")
+    geometric = fact_sets.synthetic_fact_set(0, 16, 64, kappa, 0, "geometric")
     assert condition_number(geometric.values) == pytest.approx(kappa, rel=1e-8)
     torch.testing.assert_close(geometric.keys, linspace.keys)
     assert torch.equal(geometric.fact_map, linspace.fact_map)
-    _, rho_linspace = mlp.ustar_and_rho(linspace)
-    _, rho_geometric = mlp.ustar_and_rho(geometric)
-    _, rho_spherical = mlp.ustar_and_rho(mlp.synthetic_fact_set(0, 16, 64, 1.0, 0, "geometric"))
+    _, rho_linspace = fact_sets.ustar_and_rho(linspace)
+    _, rho_geometric = fact_sets.ustar_and_rho(geometric)
+    _, rho_spherical = fact_sets.ustar_and_rho(fact_sets.synthetic_fact_set(0, 16, 64, 1.0, 0, "geometric"))
     assert rho_geometric < rho_linspace < rho_spherical
 
 

@@ -15,7 +15,7 @@ import torch
 from factstore import io
 from factstore.__main__ import main
 from factstore.errors import UnsafeFile
-from factstore.experiments.editing import load_trained, model_bytes
+from factstore.editing.saved_model import load_trained, model_bytes
 from factstore.mlp import serialisation
 from factstore.mlp.modules import EncoderDecoderMLP, GatedMLP, LinearMemory, PlainMLP
 from conftest import REPOSITORY

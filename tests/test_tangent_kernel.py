@@ -218,7 +218,7 @@ def test_study_steps_run_end_to_end_at_tiny_scale(tmp_path):
     """The workflow's steps, chained by hand: tables, metrics and a figure come out."""
     import inspect
 
-    import factstore.experiments.ntk
+    import factstore.tangent_kernel_metrics
     from factstore.__main__ import run_step
     from factstore.io import read_table
 
@@ -234,7 +234,7 @@ def test_study_steps_run_end_to_end_at_tiny_scale(tmp_path):
         outputs = {"summary": f"{tmp_path}/training_w{width}.csv", "trajectories": f"{tmp_path}/trajectories_w{width}.csv"}
         run_step("ntk.training", training | {"width": width}, {}, outputs)
         summaries[f"training_w{width}"] = outputs["summary"]
-    run_step("ntk.summary", training | {"fit_min_train_size": 16},
+    run_step("ntk_summary.summary", training | {"fit_min_train_size": 16},
              summaries | {"convergence": f"{tmp_path}/convergence.csv", "scaling": f"{tmp_path}/scaling.csv"},
              {"metrics": f"{tmp_path}/metrics.csv"})
     run_step("figures.draw", training | {"study": "ntk", "figure": "lazy_training"}, summaries, {"png": f"{tmp_path}/lazy.png", "pdf": f"{tmp_path}/lazy.pdf"})
@@ -252,7 +252,7 @@ def test_study_steps_run_end_to_end_at_tiny_scale(tmp_path):
     assert values["kernel_scaling_exponent_minus_predicted"] == pytest.approx(
         values["kernel_scaling_exponent"] - values["kernel_scaling_exponent_predicted"])
     assert len(read_table(f"{tmp_path}/trajectories_w64.csv")) == 2 * 2 * 5  # seeds x samples x records
-    source = inspect.getsource(factstore.experiments.ntk)  # every metric name is written out where it is added
+    source = inspect.getsource(factstore.tangent_kernel_metrics)  # every metric name is written out where it is added
     assert all(f'"{name}"' in source for name in metrics["metric"]), list(metrics["metric"])
     assert (tmp_path / "lazy.png").stat().st_size > 0 and (tmp_path / "scaling.png").stat().st_size > 0
 
@@ -266,13 +266,13 @@ SIZES = [16, 32, 64, 128, 256, 512, 1024, 2048]
 def _ntk_summary(tmp_path, kernel_change=lambda w: 0.5 * w**-0.5, test_error=lambda p: 2.0 * p**-0.5,
                  linearised_error=lambda w: 0.5 * w**-0.5 + 0.001, floor=0.001,
                  predicted_error=lambda p: 1.5 * p**-0.5) -> dict:
-    """ntk.summary on hand-made tables: the relative NTK change kernel_change(width), the
+    """ntk_summary.summary on hand-made tables: the relative NTK change kernel_change(width), the
     linearised error linearised_error(width) over a GD discretisation floor, and the kernel
     regression error test_error(P) beside the theory's predicted_error(P), two seeds each (the
     same value); returns {metric: value}."""
     import pandas as pd
 
-    from factstore.experiments import ntk
+    from factstore.experiments import ntk_summary
 
     seeds = (0, 1)
     pd.DataFrame([{"width": w, "seed": s, "rel_error": w**-0.5} for w in WIDTHS for s in seeds]).to_csv(
@@ -286,7 +286,7 @@ def _ntk_summary(tmp_path, kernel_change=lambda w: 0.5 * w**-0.5, test_error=lam
         pd.DataFrame([{"width": w, "seed": s, "kernel_change": kernel_change(w),
                        "linearised_error": linearised_error(w), "discretisation_floor": floor, "train_error": 0.1} for s in seeds]).to_csv(path, index=False)
         inputs[f"training_w{w}"] = path
-    metrics = ntk.summary({"learning_rate": 0.2, "fit_min_train_size": 128}, inputs, None)["metrics"]
+    metrics = ntk_summary.summary({"learning_rate": 0.2, "fit_min_train_size": 128}, inputs, None)["metrics"]
     return dict(zip(metrics["metric"], metrics["value"]))
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from factstore import assoc
+from factstore.assoc import memory
 from factstore.training import DivergenceError, FusedAdam, check_finite
 
 
@@ -32,11 +32,11 @@ def test_non_finite_parameter_is_named():
 
 
 def test_train_optimal_stops_at_the_step_it_diverges():
-    x, y = assoc.sample_problem(8, 8, 1, torch.Generator().manual_seed(0))
+    x, y = memory.sample_problem(8, 8, 1, torch.Generator().manual_seed(0))
     x[0, 3, 1] = math.nan  # one bad number: the loss is NaN from the first step
     with pytest.raises(DivergenceError, match=r"assoc.train_optimal\(p=8, d=8, rank=None, learning_rate=0.5\): "
                                               r"training diverged at step 1: loss = nan"):
-        assoc.train_optimal(x, y, max_steps=20, learning_rate=0.5, patience=5)
+        memory.train_optimal(x, y, max_steps=20, learning_rate=0.5, patience=5)
 
 
 def test_gradient_descent_mlp_stops_when_it_diverges():
@@ -57,7 +57,7 @@ def test_gradient_descent_mlp_stops_when_it_diverges():
 
 
 def test_the_attention_and_tangent_kernel_loops_stop_on_divergence():
-    from factstore.attention.capacity import TrainSettings, fit_sizes
+    from factstore.attention.capacity import TrainingSettings, fit_sizes
     from factstore.attention.model import AttentionShape, make_dataset
     from factstore import tangent_kernel
 
@@ -65,7 +65,7 @@ def test_the_attention_and_tangent_kernel_loops_stop_on_divergence():
     shape = AttentionShape(d=4, heads=1, d_head=2, d_value=2, n_classes=3)
     pool = make_dataset(16, 4, 3, 3, "shared", generator)
     with pytest.raises(DivergenceError, match="attention.fit_sizes"):
-        fit_sizes(pool, [8], shape, TrainSettings(lr=1e30, max_steps=50, warmup_steps=0), generator)
+        fit_sizes(pool, [8], shape, TrainingSettings(learning_rate=1e30, max_steps=50, warmup_steps=0), generator)
     model = tangent_kernel.TwoLayerReLU(3, 8, generator)
     weights = tangent_kernel.network_params(model)
     dtype = next(iter(weights.values())).dtype

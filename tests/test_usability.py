@@ -394,13 +394,13 @@ class OneHotOnKey(torch.nn.Module):
 def test_one_hot_attention_on_the_key_recalls_what_the_mlp_stores_alone(method, output_norm):
     """The in-Transformer accuracy with attention one-hot on the key equals the MLP's standalone
     accuracy over the same decoding table: the Transformer decodes what the MLP was built on."""
-    from factstore.experiments.usability import build_mlp
     from factstore.mlp.modules import module_accuracy
+    from factstore.usability.probes import MlpSettings, build_mlp
 
     task, (facts, _) = gaussian_probe_task(48, 16, 5, JunkLengths(2, 4, 2, 4), torch.Generator().manual_seed(8))
-    params = {"ntk_degree": 2, "gd": {"learning_rate": 0.03, "max_steps": 1, "patience": 1}}
+    settings = MlpSettings.from_config({"learning_rate": 0.03, "max_steps": 1, "patience": 1}, degree=2)
     for size in (8, 64, 512) if method == "ntk" else (4, 8, 16):
-        mlp, _ = build_mlp(method, facts, size, torch.Generator().manual_seed(size), params)
+        mlp, _ = build_mlp(method, facts, size, torch.Generator().manual_seed(size), settings)
         runs = build_runs([task], [mlp], [torch.Generator()], settings=TrainingSettings(output_norm=output_norm))
         model = runs.run_model(0)
         model.attention = OneHotOnKey(task.vocabulary.n_facts)
@@ -564,7 +564,7 @@ def test_capacity_gain_where_neither_stores_is_read_at_the_cap_width():
 
 
 # ---------------------------------------------------------------------------------------------
-# Declared alternatives the summary step evaluates (experiments/usability_summary.py)
+# Declared alternatives the summary step evaluates (usability/alternatives.py)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -582,7 +582,7 @@ def _status_under(claim_id: str, values: dict[str, float], renamed: dict[str, st
 
 def test_capacity_gain_readings_of_the_declared_alternatives():
     """exact: NaN unless both store; bound: NaN where neither stores; both the run's gain elsewhere."""
-    from factstore.experiments.usability_summary import capacity_gain_readings
+    from factstore.usability.alternatives import capacity_gain_readings
 
     def read(**kwargs):
         return capacity_gain_readings(_whitening_rows(**kwargs), [0.5]).iloc[0]
@@ -618,7 +618,7 @@ def test_capacity_gain_alternatives_can_flip_the_whitening_check():
     """The run's reading passes (min over kinds 1.25); the exact ratio is NaN where alpha = 0 does
     not store (fails); the bound alone is NaN where neither stores (fails), and equals the run's
     reading where alpha = 0 or the moderate alpha stores (passes)."""
-    from factstore.experiments.usability_summary import beside, capacity_gain_alternatives
+    from factstore.usability.alternatives import beside, capacity_gain_alternatives
     from factstore.usability.summary import whitening_metrics
 
     synthetic = _gain_family("synthetic", [(True, 3200, True, 1.0), (True, 3200, True, 1.0)])  # gain 1.25 per seed
@@ -653,7 +653,7 @@ def test_lipschitz_alternatives_can_flip_the_threshold_claim():
     without the RMS division the failing MLPs have the smallest L; the probes' family adds usable
     MLPs above its own failing one; at the cut-offs 1.0 / 0.95 the failing MLPs (storing 0.995 of
     their facts) are not storing, so no MLP fails: each reads another verdict."""
-    from factstore.experiments.usability_summary import beside, lipschitz_alternatives
+    from factstore.usability.alternatives import beside, lipschitz_alternatives
     from factstore.usability.summary import lipschitz_metrics
 
     whitening = pd.DataFrame(

@@ -1,6 +1,7 @@
-"""The usability study's whitening step (experiments/usability.py `whitening`) and the trade-off
-it is judged on (usability/summary.py): host widths, memory bounded by one batch, the verdict
-read against the unwhitened control, and checks that hand-made tables flip."""
+"""The usability study's whitening step (experiments/usability.py `whitening`, its probes in
+usability/whitening_probes.py) and the trade-off it is judged on (usability/summary.py): host
+widths, memory bounded by one batch, the verdict read against the unwhitened control, and checks
+that hand-made tables flip."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 
 from factstore import claims
 from factstore.experiments import usability
-from factstore.experiments.usability_summary import beside, lipschitz_alternatives, trade_off_alternatives
+from factstore.usability.alternatives import beside, lipschitz_alternatives, trade_off_alternatives
+from factstore.mlp.modules import module_accuracy
+from factstore.usability import whitening_probes
 from factstore.usability.summary import capacity_gains, trade_off_least, verdict_families, whitening_metrics
 from conftest import REPOSITORY
 
@@ -28,20 +31,21 @@ def small_params(**overrides) -> dict:
             "lengths": {"prefix_min": 1, "prefix_max": 2, "suffix_min": 1, "suffix_max": 2},
             "alphas": [0.0, 0.2, 1.0], "seeds": 1, "methods": ["ntk"], "standalone_target": 1.0,
             "value_fold": "inverse", "hosts": ["stores_all", "standalone"], "runs_per_batch": 2,
+            "training": {}, "lipschitz_samples": 8,
             "ntk_degree": 2, "gd": {"learning_rate": 0.01, "max_steps": 10, "patience": 5, "hopeless": 0.0},
             "mlp_search": {"ntk_max_width": 4096, "gd_max_width": 64, "growth": 2.0, "first_growth": 2.0,
                            "resolution": 0.5}} | overrides
 
 
 def test_the_host_ladder_doubles_up_to_the_cap():
-    assert usability.ladder(100, 1000) == [100, 200, 400, 800, 1000]
-    assert usability.ladder(100, 800) == [100, 200, 400, 800]
-    assert usability.ladder(5000, 4096) == [5000] and usability.ladder(64, 64) == [64]
+    assert whitening_probes.ladder(100, 1000) == [100, 200, 400, 800, 1000]
+    assert whitening_probes.ladder(100, 800) == [100, 200, 400, 800]
+    assert whitening_probes.ladder(5000, 4096) == [5000] and whitening_probes.ladder(64, 64) == [64]
 
 
 def test_batched_yields_every_item_in_order():
-    assert list(usability.batched(iter(range(7)), 3)) == [[0, 1, 2], [3, 4, 5], [6]]
-    assert list(usability.batched(iter([]), 3)) == []
+    assert list(whitening_probes.batched(iter(range(7)), 3)) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert list(whitening_probes.batched(iter([]), 3)) == []
 
 
 def test_the_whitening_step_holds_one_batch_of_mlps_and_hosts_where_both_store(monkeypatch):
@@ -49,20 +53,20 @@ def test_the_whitening_step_holds_one_batch_of_mlps_and_hosts_where_both_store(m
     folded MLPs alive are that batch's two per probe. Every stores_all host stores both maps or
     sits at the cap, and is no narrower than the standalone size."""
     alive, batches = weakref.WeakSet(), []
-    folding = usability.fold
+    folding = whitening_probes.fold
 
     def tracked_fold(*args):
         folded = folding(*args)
         alive.add(folded)
         return folded
 
-    def fake_probes(setups, params, device):
+    def fake_probes(setups, settings, runs_per_batch, lipschitz_samples, device):
         gc.collect()
         batches.append((len(setups), len(alive)))
-        return [RECORD | {"standalone_trained": usability.module_accuracy(setup.trained, setup.facts[0]),
-                          "standalone_swapped": usability.module_accuracy(setup.swapped, setup.facts[1])} for setup in setups]
+        return [RECORD | {"standalone_trained": module_accuracy(setup.trained, setup.facts[0]),
+                          "standalone_swapped": module_accuracy(setup.swapped, setup.facts[1])} for setup in setups]
 
-    monkeypatch.setattr(usability, "fold", tracked_fold)
+    monkeypatch.setattr(whitening_probes, "fold", tracked_fold)
     monkeypatch.setattr(usability, "run_probes", fake_probes)
     params = small_params()
     table = usability.whitening(params, {}, SimpleNamespace(device="cpu"))["table"]

@@ -168,7 +168,7 @@ ASSOC_FIGURE_RULES = {"assoc_figure"}
          ("fetch_", "assoc_", "ntk_", "attention_")),
         ("src/factstore/dilution/archetypes.py", {"dilution_archetypes", "dilution_summary", "dilution_figure", "claims_report"},
          ("dilution_pretrain", "dilution_prune_bert", "dilution_fewrel", "fetch_", "prepare_", "assoc_", "ntk_", "attention_")),
-        ("src/factstore/assoc.py", {"assoc_hebbian", "assoc_trained", "assoc_rank", "assoc_summary", "claims_report"}
+        ("src/factstore/assoc/memory.py", {"assoc_hebbian", "assoc_trained", "assoc_rank", "assoc_summary", "claims_report"}
          | ASSOC_FIGURE_RULES, ("fetch_", "prepare_", "data_", "ntk_", "attention_")),
         ("src/factstore/claims.py", {"claims_report"},
          ("fetch_", "prepare_", "data_", "assoc_", "ntk_", "attention_", "mlp_", "committee_", "dilution_", "editing_",

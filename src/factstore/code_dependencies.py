@@ -6,7 +6,7 @@ Imports are read from the source with `ast` (nothing is executed), wherever they
 inside functions count too. Only modules of the `factstore` package are followed.
 
     source_files(["factstore.__main__", "factstore.experiments.assoc"], Path("src"))
-    -> ["src/factstore/__init__.py", "src/factstore/__main__.py", "src/factstore/assoc.py", ...]
+    -> ["src/factstore/__init__.py", "src/factstore/__main__.py", "src/factstore/allocator.py", ...]
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from typing import Any
 
 FLOAT32, FLOAT64 = 4, 8
 GB = 1e9
-ASSOC_CHUNK = 2048  # rows of logits per chunk in factstore.assoc._loss_and_gradient (its default)
+ASSOC_CHUNK = 2048  # rows of logits per chunk in factstore.assoc.memory._loss_and_gradient (its default)
 # The rules of workflow/rules/mlp.smk whose jobs train MLPs by gradient descent (a gd_* method).
 MLP_GD_RULES = ("mlp_capacity", "mlp_anisotropy", "mlp_whitening", "mlp_whitening_regime")
 
@@ -71,7 +71,7 @@ class Term:
 
 
 def facts_for_load(alpha: float, d: int) -> int:
-    """p with p ln p = alpha d^2 (factstore.assoc.facts_for_load, without importing torch)."""
+    """p with p ln p = alpha d^2 (factstore.assoc.memory.facts_for_load, without importing torch)."""
     target = alpha * d * d
     p = max(target / max(math.log(max(target, math.e)), 1.0), 2.0)
     for _ in range(50):  # Newton on f(p) = p ln p - target
@@ -80,7 +80,7 @@ def facts_for_load(alpha: float, d: int) -> int:
 
 
 def assoc_terms(section: dict) -> list[Term]:
-    """The associative memory (factstore.assoc): per job, one d and every load's problem in turn.
+    """The associative memory (factstore.assoc.memory): per job, one d and every load's problem in turn.
 
     - trained, decoupled problem: outputs (S, p, p, d) float32, S = trained.seeds, p the facts at
       the largest load of trained.alphas and the largest d of trained.decoupled_d (drawn and scaled

@@ -8,8 +8,6 @@ ASSOC = config["assoc"]
 ASSOC_TRAINED = [("original", d) for d in ASSOC["trained"]["d"]] + [
     ("decoupled", d) for d in ASSOC["trained"]["decoupled_d"]
 ]
-# The keys of assoc.trained that are no step parameter (the runs' sizes and the finer grid).
-ASSOC_RUN_KEYS = ("d", "decoupled_d", "fine")
 
 
 rule assoc:
@@ -48,7 +46,7 @@ rule assoc_trained:
     params:
         step="assoc.trained",
         json=lambda w: as_json(
-            {k: v for k, v in ASSOC["trained"].items() if k not in ASSOC_RUN_KEYS + ("alphas", "seeds")},
+            get_assoc_training_params("seeds"),
             **trained_loads_and_seeds(ASSOC["trained"], w.problem, int(w.d)), d=int(w.d), problem=w.problem, seed=ASSOC["seed"],
         ),
         io=runner_io,
@@ -78,7 +76,7 @@ rule assoc_rank:
     params:
         step="assoc.trained",
         json=lambda w: as_json(
-            {k: v for k, v in ASSOC["trained"].items() if k not in ASSOC_RUN_KEYS + ("alphas",)},
+            get_assoc_training_params(),
             alphas=ASSOC["rank"]["alphas"], d=int(w.d), problem="original",
             rank_fraction=float(w.kappa), seed=ASSOC["seed"], **ASSOC["rank"]["training"],
         ),
@@ -108,7 +106,7 @@ rule assoc_rank_check:
     params:
         step="assoc.rank_check",
         json=lambda w: as_json(
-            {k: v for k, v in ASSOC["trained"].items() if k not in ASSOC_RUN_KEYS + ("alphas",)},
+            get_assoc_training_params(),
             alphas=ASSOC["rank"]["alphas"], window=ASSOC["rank"]["check_window"], d=int(w.d),
             rank_fraction=float(w.kappa), seed=ASSOC["seed"], **ASSOC["rank"]["training"],
         ),
@@ -151,9 +149,9 @@ rule assoc_summary:
         **ASSOC_SPECTRA,
         hebbian=rules.assoc_hebbian.output.table,
         rank_check=expand(rules.assoc_rank_check.output.table, kappa=f"{ASSOC['rank']['check_kappa']:g}", d=ASSOC["rank"]["d"]),
-        code=step_code("assoc"),
+        code=step_code("assoc_summary"),
     params:
-        step="assoc.summary",
+        step="assoc_summary.summary",
         json=as_json(ASSOC_SUMMARY_PARAMS),
         io=runner_io,
     log:

@@ -65,9 +65,9 @@ rule attention_summary:
         metrics="results/attention/metrics.csv",
     input:
         **ATTENTION_TABLES,
-        code=step_code("attention"),
+        code=step_code("attention_summary"),
     params:
-        step="attention.summary",
+        step="attention_summary.summary",
         json=as_json({"relative_resolution": ATTENTION["search"]["relative_resolution"]}),
         io=runner_io,
     log:

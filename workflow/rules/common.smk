@@ -124,6 +124,60 @@ def trained_loads_and_seeds(trained, problem, d):
     return {"alphas": trained["alphas"], "seeds": trained["seeds"]}
 
 
+def without_keys(section, keys):
+    """A config section less `keys`: the lists a rule spreads over its jobs (a wildcard, one job
+    per value) and the settings that are no parameter of its step."""
+    return {key: value for key, value in section.items() if key not in keys}
+
+
+# The config sections as their steps read them, each without the keys its rules spread over jobs.
+def get_assoc_training_params(*more_keys):
+    """assoc.trained without the runs' sizes (d, decoupled_d), the finer grid (fine) and the loads
+    (alphas; a job's own come with it), nor `more_keys`."""
+    return without_keys(config["assoc"]["trained"], ("d", "decoupled_d", "fine", "alphas") + more_keys)
+
+
+def get_ntk_training_params():
+    """ntk.training without its width list (one job per width)."""
+    return without_keys(config["ntk"]["training"], ("widths",))
+
+
+def get_mlp_capacity_params():
+    """mlp.capacity without its method list (one job per method)."""
+    return without_keys(config["mlp"]["capacity"], ("methods",))
+
+
+def get_mlp_ntk_regime_params():
+    """mlp.ntk_regime without its method list (one job per method)."""
+    return without_keys(config["mlp"]["ntk_regime"], ("methods",))
+
+
+def get_mlp_anisotropy_params():
+    """mlp.anisotropy without its kappa list (one job per kappa)."""
+    return without_keys(config["mlp"]["anisotropy"], ("kappas",))
+
+
+def get_mlp_whitening_params():
+    """mlp.whitening without its alpha list (one job per alpha)."""
+    return without_keys(config["mlp"]["whitening"], ("alphas",))
+
+
+def get_dilution_archetypes_params():
+    """dilution.archetypes without its sweeps (one job per swept setting)."""
+    return without_keys(config["dilution"]["archetypes"], ("sweeps",))
+
+
+def get_dilution_pretrain_params():
+    """dilution.bert without the pruning settings (groups, rates, retrain_steps, eval_maskings),
+    which are no parameter of the pretraining."""
+    return without_keys(config["dilution"]["bert"], ("groups", "rates", "retrain_steps", "eval_maskings"))
+
+
+def get_usability_whitening_params():
+    """usability.whitening without its per-kind settings (real, synthetic: one job per kind)."""
+    return without_keys(config["usability"]["whitening"], ("real", "synthetic"))
+
+
 def runner_io(wildcards, input, output):
     """The --input/--output pairs of all named inputs (except code) and outputs."""
     parts = [f"--input {name}={path}" for name, path in input.items() if name != "code"]

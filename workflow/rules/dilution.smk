@@ -35,7 +35,7 @@ rule dilution_archetypes:
     params:
         step="dilution_archetypes.archetypes",
         json=lambda w: as_json(
-            {k: v for k, v in DILUTION_TOY.items() if k != "sweeps"},
+            get_dilution_archetypes_params(),
             vary=w.vary, values=DILUTION_TOY["sweeps"][w.vary], seed=DILUTION["seed"],
         ),
         io=runner_io,
@@ -66,7 +66,7 @@ rule dilution_pretrain:
     params:
         step="dilution_bert.pretrain",
         json=lambda w: as_json(
-            {k: v for k, v in DILUTION_BERT.items() if k not in ("groups", "rates", "retrain_steps", "eval_maskings")},
+            get_dilution_pretrain_params(),
             subset=w.subset, seed=DILUTION["seed"],
             checkpoint=in_run(f"results/dilution/checkpoints/pretrain_{w.subset}.pt"),
         ),

@@ -51,7 +51,7 @@ rule mlp_capacity:
     params:
         step="mlp.capacity",
         json=lambda w: as_json(
-            MLP_SHARED, method=w.method, capacity={k: v for k, v in MLP["capacity"].items() if k != "methods"}
+            MLP_SHARED, method=w.method, capacity=get_mlp_capacity_params()
         ),
         io=runner_io,
     threads: config["threads"]
@@ -74,7 +74,7 @@ rule mlp_ntk_regime:
         code=step_code("mlp"),
     params:
         step="mlp.ntk_regime",
-        json=lambda w: as_json(MLP_SHARED, method=w.method, ntk_regime={k: v for k, v in MLP["ntk_regime"].items() if k != "methods"}),
+        json=lambda w: as_json(MLP_SHARED, method=w.method, ntk_regime=get_mlp_ntk_regime_params()),
         io=runner_io,
     threads: config["threads"]
     log:
@@ -129,7 +129,7 @@ rule mlp_anisotropy:
     params:
         step="mlp.anisotropy",
         json=lambda w: as_json(
-            MLP_SHARED, kappa=float(w.kappa), anisotropy={k: v for k, v in MLP["anisotropy"].items() if k != "kappas"}
+            MLP_SHARED, kappa=float(w.kappa), anisotropy=get_mlp_anisotropy_params()
         ),
         io=runner_io,
     threads: config["threads"]
@@ -153,7 +153,7 @@ rule mlp_whitening:
     params:
         step="mlp.whitening",
         json=lambda w: as_json(
-            MLP_SHARED, alpha=float(w.alpha), whitening={k: v for k, v in MLP["whitening"].items() if k != "alphas"}
+            MLP_SHARED, alpha=float(w.alpha), whitening=get_mlp_whitening_params()
         ),
         io=runner_io,
     threads: config["threads"]

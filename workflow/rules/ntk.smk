@@ -2,8 +2,8 @@
 # kernel-regression scaling law. One training job per width; the rest are single cheap jobs.
 
 NTK = config["ntk"]
-# The training section without its width list, plus the study seed.
-NTK_TRAINING_SECTION = {k: v for k, v in NTK["training"].items() if k != "widths"}
+# The training section without its width list (one job per width).
+NTK_TRAINING_SECTION = get_ntk_training_params()
 
 
 rule ntk:
@@ -85,9 +85,9 @@ rule ntk_summary:
         **NTK_TRAINING,
         convergence=rules.ntk_convergence.output.table,
         scaling=rules.ntk_scaling.output.table,
-        code=step_code("ntk"),
+        code=step_code("ntk_summary"),
     params:
-        step="ntk.summary",
+        step="ntk_summary.summary",
         json=as_json(NTK_TRAINING_SECTION, seed=NTK["seed"], fit_min_train_size=NTK["scaling"]["fit_min_train_size"]),
         io=runner_io,
     log:

@@ -35,7 +35,7 @@ else:
             # searched first (targets in increasing order, every degree on its own generator).
             json=lambda w: as_json(
                 MLP_SHARED, method=w.method, ntk_degrees=[USABILITY["ntk_degree"]],
-                capacity={k: v for k, v in MLP["capacity"].items() if k != "methods"}
+                capacity=get_mlp_capacity_params()
                 | {"d": USABILITY_D, "log2_facts": USABILITY["capacity"]["log2_facts"], "targets": [USABILITY["target"]]},
             ),
             io=runner_io,
@@ -89,7 +89,7 @@ rule usability_whitening:
     params:
         step="usability.whitening",
         json=lambda w: as_json(
-            USABILITY_SHARED | {k: v for k, v in USABILITY["whitening"].items() if k not in ("real", "synthetic")},
+            USABILITY_SHARED | get_usability_whitening_params(),
             **USABILITY["whitening"][w.kind], kind=w.kind,
             mlp_search=config["mlp"]["search"] | {"ntk_max_width": USABILITY["whitening"]["ntk_max_width"]},
         ),

@@ -10,8 +10,8 @@ layer or of the training budget (the sizes bracketing it retrained with more ste
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +30,7 @@ from factstore.training import check_finite
 
 
 @dataclass(frozen=True)
-class TrainSettings:
+class TrainingSettings:
     """Adam with linear warm-up and cosine decay; stop once every model fits.
 
     Full batch, or `batch_size` examples a step per model (the paper's 256): each model draws its
@@ -43,13 +43,27 @@ class TrainSettings:
     for that long: the runs above capacity otherwise dominate the cost of a search.
     """
 
-    lr: float = 1e-2
+    learning_rate: float = 1e-2
     max_steps: int = 2000
     warmup_steps: int = 100
     final_lr_fraction: float = 0.0
     target_accuracy: float = 1.0
     patience: int | None = None
     batch_size: int | None = None  # examples per step and model; None (or >= N): full batch
+
+    @classmethod
+    def from_config(cls, training: dict) -> TrainingSettings:
+        """The config's training section {learning_rate, max_steps, warmup_steps, target_accuracy,
+        patience?, batch_size?} (final_lr_fraction keeps its default 0; batch_size null or absent:
+        full batch)."""
+        return cls(learning_rate=training["learning_rate"], max_steps=training["max_steps"],
+                   warmup_steps=training["warmup_steps"], target_accuracy=training["target_accuracy"],
+                   patience=training.get("patience"), batch_size=training.get("batch_size"))
+
+    def larger(self, steps_factor: int, learning_rate: float) -> TrainingSettings:
+        """The budget check's training: steps_factor x the steps (and of the warm-up) at `learning_rate`."""
+        return replace(self, learning_rate=learning_rate, max_steps=steps_factor * self.max_steps,
+                       warmup_steps=steps_factor * self.warmup_steps)
 
 
 @dataclass(frozen=True)
@@ -76,7 +90,7 @@ class FitResult:
         return self.last_gain_step >= self.steps_run * (1.0 - last_fraction)
 
 
-def warmup_cosine(step: int, settings: TrainSettings) -> float:
+def warmup_cosine(step: int, settings: TrainingSettings) -> float:
     """Learning-rate factor: linear 0 -> 1 over the warm-up, then cosine 1 -> final_lr_fraction."""
     if step < settings.warmup_steps:
         return (step + 1) / settings.warmup_steps
@@ -103,7 +117,7 @@ def fit_sizes(
     pool: MemorisationData,
     sizes: Sequence[int],
     shape: AttentionShape,
-    settings: TrainSettings,
+    settings: TrainingSettings,
     generator: torch.Generator,
     device: torch.device | str = "cpu",
 ) -> list[FitResult]:
@@ -132,7 +146,7 @@ def fit_sizes(
         return functional_call(template, (model_params, model_buffers), (queries, contexts))
 
     batched_logits = torch.vmap(model_logits, in_dims=(0, 0, None, None))  # every model on the same examples
-    optimizer = torch.optim.Adam(params.values(), lr=settings.lr)
+    optimizer = torch.optim.Adam(params.values(), lr=settings.learning_rate)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, settings))
 
     best_correct = torch.zeros(len(sizes), device=device)
@@ -153,7 +167,7 @@ def fit_sizes(
             correct = _correct_counts(batched_logits, params, buffers, data, mask, batch) \
                 if step % epoch_steps == 0 or step == settings.max_steps - 1 else None
         check_finite(loss, None, where=f"attention.fit_sizes(sizes={sizes}, {shape}, learning_rate="
-                     f"{settings.lr})", step=step)
+                     f"{settings.learning_rate})", step=step)
         if correct is not None:
             final_correct = correct
             gained = (final_correct > best_correct) & (best_correct < target_correct)
@@ -231,7 +245,7 @@ def _correct_counts(batched_logits, params, buffers, data: MemorisationData, mas
 def attention_capacity(
     pool: MemorisationData,
     shape: AttentionShape,
-    settings: TrainSettings,
+    settings: TrainingSettings,
     generator: torch.Generator,
     start: int,
     probes_per_round: int = 2,
@@ -309,3 +323,28 @@ def best_budget_runs(runs: dict[str, list[FitResult]]) -> str | None:
         if largest > best:
             best, key = largest, name
     return key
+
+
+def budget_name(factor: int, lr: float) -> str:
+    """The probes table's name of a budget: 'x<factor> lr <lr>'."""
+    return f"x{factor} lr {lr:g}"
+
+
+def budget_check_fits(
+    data: MemorisationData, shape: AttentionShape, settings: TrainingSettings, search: LargestSearch,
+    relative_resolution: float, steps_factor: int, learning_rates: Sequence[float], steps_above: int,
+    generator_for: Callable[[float], torch.Generator], device,
+) -> dict[str, list[FitResult]]:
+    """The sizes bracketing a capacity and `steps_above` grid steps above it (`budget_check_sizes`)
+    retrained side by side with steps_factor x the steps (and of the warm-up) at each learning rate,
+    from fresh initialisations (`generator_for(lr)`). Returns {budget_name: [FitResult per size]}
+    (empty lists when the search found no failure)."""
+    sizes = budget_check_sizes(search, relative_resolution, data.size, steps_above)
+    return {budget_name(steps_factor, lr): fit_sizes(data, sizes, shape, settings.larger(steps_factor, lr),
+                                                     generator_for(lr), device) if sizes else []
+            for lr in learning_rates}
+
+
+def memorised_count(fits: Sequence[FitResult]) -> float:
+    """The paper's count over trained models: max of N x best training accuracy (nan for none)."""
+    return max((fit.size * fit.best_accuracy for fit in fits), default=math.nan)

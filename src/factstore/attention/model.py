@@ -40,6 +40,13 @@ class AttentionShape:
         if self.score_scale not in SCORE_SCALES:
             raise ValueError(f"score_scale must be one of {SCORE_SCALES}, got '{self.score_scale}'")
 
+    @classmethod
+    def from_layer(cls, layer: dict, n_classes: int, score_scale: str = "model_dim", biases: bool = True) -> AttentionShape:
+        """The config's layer sizes {d, heads, d_head, d_value} (n_context is the data's) and its
+        options (score scale, biases) as a shape."""
+        return cls(d=layer["d"], heads=layer["heads"], d_head=layer["d_head"], d_value=layer["d_value"],
+                   n_classes=n_classes, score_scale=score_scale, biases=biases)
+
     def score_divisor(self) -> float:
         """What the attention scores are divided by: sqrt(d) (the paper's code) or sqrt(d_h)."""
         return math.sqrt(self.d if self.score_scale == "model_dim" else self.d_head)

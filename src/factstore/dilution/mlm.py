@@ -406,6 +406,16 @@ def corpus_subsets(
     return {"eval": held_out, "few": few, "many": many}
 
 
+
+def tokenized_corpus(texts: Sequence[str], token_budget: int, eval_paragraphs: int, seed: int):
+    """(the corpus's Vocabulary, each paragraph's compact token ids, the eval / few / many split of
+    `corpus_subsets`) of paragraphs `texts`, tokenized by the WordPiece tokenizer."""
+    tokenizer = wordpiece_tokenizer()
+    wordpiece_ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    vocabulary = Vocabulary.from_corpus(wordpiece_ids, tokenizer)
+    token_ids = vocabulary.encode(wordpiece_ids)
+    return vocabulary, token_ids, corpus_subsets(token_ids, token_budget, eval_paragraphs, seed)
+
 def special_positions(chunks: torch.Tensor, vocabulary: Vocabulary) -> torch.Tensor:
     """Bool (C, L): [CLS], [SEP] and padding, never masked."""
     return (chunks == vocabulary.cls) | (chunks == vocabulary.sep) | (chunks == vocabulary.pad)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 from torch.nn.utils import prune
@@ -108,3 +109,15 @@ def max_dilution_interval(
     accuracy, error = np.asarray(accuracies, dtype=float), np.asarray(standard_errors, dtype=float)
     return (max_dilution(rates, accuracy - width * error, baseline, tolerance),
             max_dilution(rates, accuracy + width * error, baseline, tolerance))
+
+
+def max_dilutions(curves: pd.DataFrame, keys: list[str], accuracy: str, tolerance: float) -> pd.DataFrame:
+    """Per group of `keys`: the seed-averaged baseline (rate 0) and the max dilution (the end of
+    the plateau within `tolerance`, relative) of the seed-averaged accuracy curve."""
+    rows = []
+    for group, curve in curves.groupby(keys):
+        mean = curve.groupby("rate", as_index=False)[accuracy].mean()
+        baseline = float(mean.loc[mean.rate == 0, accuracy].iloc[0])
+        value = max_dilution(mean["rate"].to_numpy(), mean[accuracy].to_numpy(), baseline, tolerance)
+        rows.append(dict(zip(keys, group if isinstance(group, tuple) else (group,))) | {"baseline": baseline, "max_dilution": value})
+    return pd.DataFrame(rows)

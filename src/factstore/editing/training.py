@@ -29,18 +29,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import torch
-from tqdm import tqdm
+from torch import Tensor
 from torch.nn import functional
+from tqdm import tqdm
 
 from factstore.editing.corpus import AUTHOR, NONE, TEXT, Corpus
 from factstore.editing.model import FactLanguageModel
+from factstore.editing.templates import TEMPLATES
 from factstore.io import load_tensors, save_tensors
 from factstore.training import adamw_with_warmup, check_finite
 
 
 @dataclass(frozen=True)
-class LanguageTraining:
+class TrainingSettings:
     """AdamW with a linear warm-up, early stopping at an epoch's recall (module docstring)."""
 
     learning_rate: float = 3e-3
@@ -89,7 +92,7 @@ def answer_correct(logits: torch.Tensor, corpus: Corpus) -> torch.Tensor:
     return logits[rows, positions].argmax(dim=-1) == corpus.targets[rows, positions]
 
 
-def train_language_model(model: FactLanguageModel, corpus: Corpus, settings: LanguageTraining,
+def train_language_model(model: FactLanguageModel, corpus: Corpus, settings: TrainingSettings,
                          generator: torch.Generator, checkpoint: TrainingCheckpoint | None = None) -> dict:
     """Train `model` on `corpus` (on the model's device). Returns {epochs, steps, seconds, loss
     (the last update's), train_recall and text_loss (the last epoch's, measured before each
@@ -202,3 +205,16 @@ def perplexity(measurements: dict[str, torch.Tensor], mask: torch.Tensor | None 
     if mask is not None:
         nll, count = nll[mask], count[mask]
     return math.exp(float(nll.sum()) / max(int(count.sum()), 1))
+
+
+def per_template(measured: dict[str, Tensor], corpus: Corpus, held_out: list[int]) -> pd.DataFrame:
+    """Recall, router weights and template-word perplexity per template."""
+    rows = []
+    for template, text in enumerate(TEMPLATES):
+        mask = corpus.templates == template
+        rows.append({"template": template, "text": text, "held_out": template in held_out,
+                     "recall": float(measured["correct"][mask].double().mean()),
+                     "fact_weight": float(measured["fact_weight"][mask].mean()),
+                     "text_weight": float(measured["text_weight"][mask].mean()),
+                     "perplexity": perplexity(measured, mask)})
+    return pd.DataFrame(rows)

@@ -175,3 +175,12 @@ def fact_vocabulary(
 def decode(vocabulary: FactVocabulary, tokenizer: PreTrainedTokenizerBase, local_ids: Tensor) -> str:
     """The text of a 1-D sequence of local ids, special tokens included (tests and debugging)."""
     return tokenizer.decode(vocabulary.tokenizer_ids[torch.as_tensor(local_ids, dtype=torch.long)].tolist())
+
+
+def draw_facts(table: pd.DataFrame, n_facts: int, tokenizer, generator: torch.Generator) -> pd.DataFrame:
+    """n_facts rows of the eligible facts (each title and author can be one new token), at random."""
+    eligible = eligible_facts(table, tokenizer)
+    if n_facts > len(eligible):
+        raise ValueError(f"editing.n_facts = {n_facts}, but only {len(eligible)} Goodreads facts can be atomic tokens")
+    rows = torch.randperm(len(eligible), generator=generator)[:n_facts].sort().values.numpy()
+    return eligible.iloc[rows].reset_index(drop=True)

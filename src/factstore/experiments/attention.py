@@ -1,9 +1,9 @@
 """Experiment steps of the multi-head attention memorisation study (S4).
 
 Rules in workflow/rules/attention.smk call these through `python -m factstore attention.<step>`.
-`capacity` measures one layer shape (one job per distinct shape: sweeps that meet share it),
-`summary` gathers the sweeps and computes the metrics config/claims.yaml checks (with
-factstore.attention.summary), and the figure steps draw them with factstore.plots.attention.
+`capacity` measures one layer shape (one job per distinct shape: sweeps that meet share it);
+the summary step (experiments/attention_summary.py) gathers the sweeps and computes the metrics
+config/claims.yaml checks, and the figure steps draw them with factstore.plots.attention.
 
 Random streams come from `derived_generator(seed, stream, ...)`: the data pool depends only on
 (context kind, d, n, C), so every layer of a sweep memorises prefixes of the same examples, and a
@@ -13,49 +13,24 @@ job's numbers do not depend on which other jobs ran.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from factstore.attention import summary as attention_summary
 from factstore.attention.assumptions import check_assumptions
 from factstore.attention.capacity import (
-    TrainSettings,
+    TrainingSettings,
     attention_capacity,
-    budget_check_sizes,
+    budget_check_fits,
     budget_rise,
-    fit_sizes,
     grid_step,
+    memorised_count,
 )
 from factstore.attention.model import AttentionShape, MemorisationData, make_dataset
 from factstore.device import derived_generator
-from factstore.io import read_table
 
 
-def layer_shape(layer: dict, n_classes: int, score_scale: str = "model_dim", biases: bool = True) -> AttentionShape:
-    """The config's layer sizes {d, heads, d_head, d_value} (n_context is the data's) and its
-    options (score scale, biases) as a shape."""
-    return AttentionShape(
-        d=layer["d"], heads=layer["heads"], d_head=layer["d_head"], d_value=layer["d_value"], n_classes=n_classes,
-        score_scale=score_scale, biases=biases,
-    )
-
-
-def train_settings(training: dict) -> TrainSettings:
-    """The config's training section as TrainSettings (final_lr_fraction keeps its default 0;
-    batch_size null or absent: full batch)."""
-    return TrainSettings(
-        lr=training["learning_rate"],
-        max_steps=training["max_steps"],
-        warmup_steps=training["warmup_steps"],
-        target_accuracy=training["target_accuracy"],
-        patience=training.get("patience"),
-        batch_size=training.get("batch_size"),
-    )
-
-
-def data_pool(seed: int, context: str, layer: dict, n_classes: int, size: int) -> MemorisationData:
+def _data_pool(seed: int, context: str, layer: dict, n_classes: int, size: int) -> MemorisationData:
     """The examples every search on (context, d, n, C) draws its prefixes from."""
     generator = derived_generator(seed, "attention-pool", context, layer["d"], layer["n_context"], n_classes)
     return make_dataset(size, layer["d"], layer["n_context"], n_classes, context, generator)
@@ -78,10 +53,10 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     at steps_factor x the steps); `capacity` is the largest N fitted to target_accuracy at 1x.
     """
     layer, n_classes = params["layer"], params["n_classes"]
-    shape = layer_shape(layer, n_classes, params.get("score_scale", "model_dim"), params.get("biases", True))
-    search_params = params["search"]
-    settings = train_settings(params["training"])
-    pool = data_pool(params["seed"], params["context"], layer, n_classes, search_params["max_size"])
+    shape = AttentionShape.from_layer(layer, n_classes, params.get("score_scale", "model_dim"), params.get("biases", True))
+    search_params, check = params["search"], params["budget_check"]
+    settings = TrainingSettings.from_config(params["training"])
+    pool = _data_pool(params["seed"], params["context"], layer, n_classes, search_params["max_size"])
     generator = derived_generator(params["seed"], "attention-init", params["context"], *sorted(layer.items()), n_classes)
     search, fits = attention_capacity(
         pool,
@@ -94,7 +69,12 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
         relative_resolution=search_params["relative_resolution"],
         device=context.device,
     )
-    budget_fits = budget_check(params, pool, shape, settings, search, context.device)
+    budget_fits = budget_check_fits(
+        pool, shape, settings, search, search_params["relative_resolution"], check["steps_factor"],
+        check["learning_rates"], check["steps_above"],
+        lambda lr: derived_generator(params["seed"], "attention-budget", params["context"], *sorted(layer.items()), lr),
+        context.device,
+    )
     step = grid_step(search.smallest_failure, search_params["relative_resolution"]) if search.smallest_failure else math.nan
     retrained = [fit for budget_runs in budget_fits.values() for fit in budget_runs]
     rise = budget_rise(search.capacity, step, retrained) if retrained else math.nan
@@ -113,7 +93,7 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
         "memorised_examples_larger_budget": count_larger,  # the same count over the budget check's retrained sizes
         "budget_count_ratio": count_larger / search.memorised_examples if search.memorised_examples > 0 else math.nan,
         "budget_steps": settings.max_steps,
-        "budget_steps_larger": params["budget_check"]["steps_factor"] * settings.max_steps,
+        "budget_steps_larger": check["steps_factor"] * settings.max_steps,
         "budget_limited": bool(rise > 1.0),  # diagnostic: 4x the steps raised the 100% capacity by > 1 grid step
         "n_params": n_params,
         "bits_per_parameter": search.memorised_examples * math.log2(n_classes) / n_params,
@@ -133,60 +113,3 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
         for index, (budget, fit) in enumerate(all_fits)
     ]
     return {"capacity": pd.DataFrame([row]), "probes": pd.DataFrame(probes)}
-
-
-def larger_settings(settings: TrainSettings, steps_factor: int, lr: float) -> TrainSettings:
-    """The budget check's training: steps_factor x the steps (and of the warm-up) at learning rate lr."""
-    return replace(settings, lr=lr, max_steps=steps_factor * settings.max_steps,
-                   warmup_steps=steps_factor * settings.warmup_steps)
-
-
-def budget_check(params: dict, pool: MemorisationData, shape: AttentionShape, settings: TrainSettings,
-                 search, device) -> dict[str, list]:
-    """The sizes bracketing the capacity and `budget_check.steps_above` grid steps above it
-    (`budget_check_sizes`) retrained side by side with steps_factor x the steps (and of the
-    warm-up) at each of the budget check's learning rates, from fresh initialisations. Returns
-    {'x<factor> lr <lr>': [FitResult per size]} (empty lists when the search found no failure)."""
-    check, search_params = params["budget_check"], params["search"]
-    sizes = budget_check_sizes(search, search_params["relative_resolution"], pool.size, check["steps_above"])
-    factor, runs = check["steps_factor"], {}
-    for lr in check["learning_rates"]:
-        larger = larger_settings(settings, factor, lr)
-        generator = derived_generator(params["seed"], "attention-budget", params["context"], *sorted(params["layer"].items()), lr)
-        runs[budget_name(factor, lr)] = fit_sizes(pool, sizes, shape, larger, generator, device) if sizes else []
-    return runs
-
-
-def budget_name(factor: int, lr: float) -> str:
-    """The probes table's name of a budget: 'x<factor> lr <lr>'."""
-    return f"x{factor} lr {lr:g}"
-
-
-def memorised_count(fits) -> float:
-    """The paper's count over trained models: max of N x best training accuracy (nan for none)."""
-    return max((fit.size * fit.best_accuracy for fit in fits), default=math.nan)
-
-
-def _sweep_tables(inputs: dict[str, Path], prefix: str) -> pd.DataFrame:
-    """Concatenate inputs named '<prefix>__<sweep>__<context>__<value>', tagging rows with sweep
-    and value (the tables hold the context kind already). One file may serve several sweeps."""
-    tables = []
-    for name, path in sorted(inputs.items()):
-        kind, sweep, _context, value = name.split("__")
-        if kind == prefix:
-            tables.append(read_table(path).assign(sweep=sweep, value=int(value)))
-    return pd.concat(tables, ignore_index=True)
-
-
-def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    """Gather the sweeps; compute the S4 metrics (factstore.attention.summary).
-
-    inputs: capacity__<sweep>__<context>__<value>=... and probes__... for every sweep point. The
-    claim metrics (unsuffixed names) come from the shared-context sweeps, the setting of the
-    paper's d_h experiment; the per-example context gets the suffix _per_example. Returns
-    {"capacity", "probes", "metrics"} tables.
-    """
-    probes = _sweep_tables(inputs, "probes")
-    capacities = attention_summary.capacity_table(_sweep_tables(inputs, "capacity"), probes)
-    return {"capacity": capacities, "probes": probes,
-            "metrics": attention_summary.metrics_table(capacities, params["relative_resolution"])}

@@ -9,7 +9,7 @@ from factstore.committee import backprop
 from factstore.committee.embedding_runs import check_solver, embedding_table
 
 
-def solve(architecture, weights, x, y, mask, params: dict, generator) -> dict:
+def _solve(architecture, weights, x, y, mask, params: dict, generator) -> dict:
     """Back-propagation on every instance of the batch (`committee.embedding_runs.Solve`);
     params["backprop"] its settings. The generator is not used: the initial weights are drawn already."""
     settings = params["backprop"]
@@ -25,4 +25,4 @@ def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     """Whether each random instance is embedded, over N and alpha
     (`committee.embedding_runs.embedding_table`)."""
     check_solver(params, ("backprop",), "committee_backprop")
-    return embedding_table(params, context, solve)
+    return embedding_table(params, context, _solve)

@@ -11,7 +11,7 @@ from factstore.committee import separability
 from factstore.committee.embedding_runs import check_solver, embedding_table
 
 
-def solve(architecture, weights, x, y, mask, params: dict, generator) -> dict:
+def _solve(architecture, weights, x, y, mask, params: dict, generator) -> dict:
     """Linear separability of each instance's patterns (`committee.embedding_runs.Solve`): exact,
     one LP each."""
     if architecture.kind != "tree" or architecture.hidden != 1:
@@ -27,4 +27,4 @@ def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     """Whether each random instance is linearly separable, over N and alpha
     (`committee.embedding_runs.embedding_table`)."""
     check_solver(params, ("lp",), "committee_lp")
-    return embedding_table(params, context, solve)
+    return embedding_table(params, context, _solve)

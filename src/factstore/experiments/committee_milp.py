@@ -12,7 +12,7 @@ from factstore.committee import milp
 from factstore.committee.embedding_runs import check_solver, embedding_table
 
 
-def solve(architecture, weights, x, y, mask, params: dict, generator) -> dict:
+def _solve(architecture, weights, x, y, mask, params: dict, generator) -> dict:
     """The MILP on every instance (`committee.embedding_runs.Solve`), params["milp"] {node_limit,
     time_limit}. Adds outcome (B names): embedded, not embeddable or undecided."""
     settings = params["milp"]
@@ -29,4 +29,4 @@ def embedding(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
     """Whether each random instance is embeddable, proven either way or undecided, over N and alpha
     (`committee.embedding_runs.embedding_table`)."""
     check_solver(params, ("milp",), "committee_milp")
-    return embedding_table(params, context, solve)
+    return embedding_table(params, context, _solve)

@@ -22,15 +22,10 @@ from factstore.io import load_tensors, read_table
 from factstore.provenance import parameters_fingerprint
 
 
-def _tokenized_corpus(paragraphs_csv: Path, params: dict):
-    """(vocabulary of the corpus, each paragraph's compact token ids, the eval / few / many split)."""
-    tokenizer = mlm.wordpiece_tokenizer()
+def _corpus(paragraphs_csv: Path, params: dict):
+    """mlm.tokenized_corpus of the paragraphs table with the corpus params (token_budget, eval_paragraphs, seed)."""
     texts = read_table(paragraphs_csv)["text"].astype(str).tolist()
-    wordpiece_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    vocabulary = mlm.Vocabulary.from_corpus(wordpiece_ids, tokenizer)
-    token_ids = vocabulary.encode(wordpiece_ids)
-    split = mlm.corpus_subsets(token_ids, params["token_budget"], params["eval_paragraphs"], params["seed"])
-    return vocabulary, token_ids, split
+    return mlm.tokenized_corpus(texts, params["token_budget"], params["eval_paragraphs"], params["seed"])
 
 
 def _chunks(vocabulary, token_ids, indices, length):
@@ -52,7 +47,7 @@ def pretrain(params: dict, inputs: dict[str, Path], context) -> dict[str, object
     eval_paragraphs, length, hidden, layers, heads, intermediate, steps, batch_size,
     learning_rate, warmup, checkpoint, checkpoint_every, seed.
     """
-    vocabulary, token_ids, split = _tokenized_corpus(inputs["paragraphs"], params)
+    vocabulary, token_ids, split = _corpus(inputs["paragraphs"], params)
     indices = split[params["subset"]]
     chunks, special = _chunks(vocabulary, token_ids, indices, params["length"])
     model = mlm.small_bert(vocabulary.size, params["hidden"], params["layers"], params["heads"],
@@ -115,7 +110,7 @@ def prune_bert(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
     the corpus params of pretrain (token_budget, eval_paragraphs, length, seed), eval_maskings,
     batch_size, learning_rate.
     """
-    vocabulary, token_ids, split = _tokenized_corpus(inputs["paragraphs"], params)
+    vocabulary, token_ids, split = _corpus(inputs["paragraphs"], params)
     payload = _load_payload(inputs["model"])
     if payload["vocabulary"] != vocabulary:
         raise RuntimeError("the pretrained model's vocabulary is not the corpus's: pretrain and prune_bert read different corpora")

@@ -20,23 +20,13 @@ embeddings of Goodreads titles and authors come from `embeddings.goodreads_minil
 - `mlp_summary.summary` (its own step module): fits W = C F (log2 F + b), the information bound,
   and every metric; the figures (factstore.plots.mlp) draw its tables.
 
-NTK methods run once per Hermite degree of the config's `ntk_degrees` (`search_degrees`, rows
-with their `degree`), so the summary can compare methods through the best NTK, not a handicapped
-one. Methods are the study's entries of factstore.mlp.methods.METHODS (names, builders, search
+NTK methods run once per Hermite degree of the config's `ntk_degrees` (configured_search.search_degrees,
+rows with their `degree`), so the summary can compare methods through the best NTK, not a handicapped
+one. Methods are the study's entries of factstore.mlp.methods.METHODS (names, builders, width-search
 strategies, labels, V or U*). Where several methods run on one value set, U* is solved once and
-shared; what each method emits is `Method.value_targets`.
-
-Searches: capacity.smallest_widths, all targets of one (method, fact set) at once. Every search
-assumes accuracy grows with width and returns the smallest width it saw pass with a narrower one
-failing; `evaluations` keep every probe. NTK: one pass over units; encoder-decoder: code sizes
-checked on the codes; GD: bracketing from a guess (the 2-bits-per-parameter width, or the previous
-F's width scaled by log2 F!), bisection to a relative resolution, warm starts, targets sharing the
-trained models. A search that fails at its width cap leaves width / n_params empty and records the
-best accuracy reached and the cap's parameter count (`params_at_cap`, a lower bound on W).
-
-Random streams come from `derived_generator(seed, stream, ...)`: the fact set of (d, F, kappa,
-replicate) is the same for every method and job, and a job's numbers do not depend on which other
-jobs ran.
+shared; what each method emits is `Method.value_targets`. The searches, all targets of one
+(method, fact set) at once, are factstore.mlp.configured_search's; the fact sets (the same for
+every method and job) factstore.mlp.fact_sets'.
 """
 
 from __future__ import annotations
@@ -46,96 +36,15 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from torch import Tensor
 
 from factstore.device import derived_generator
 from factstore.jacobians import tangent_lipschitz
-from factstore.embeddings import load_embeddings
-from factstore.facts import FactSet, make_fact_set, real_fact_set
-from factstore.geometry import margin_optimal_targets
-from factstore.mlp import gd
-from factstore.mlp.capacity import WidthSearch, smallest_widths_configured
-from factstore.mlp.methods import METHODS, Method
-from factstore.mlp.modules import fold_module, parameters_per_unit
+from factstore.mlp.configured_search import scaled_guess, search_degrees, with_section_ntk
+from factstore.mlp.fact_sets import minilm_fact_set, synthetic_fact_set, ustar_and_rho
+from factstore.mlp.methods import METHODS
+from factstore.mlp.modules import fold_module
 from factstore.mlp.results import result_row, tidy_table
-from factstore.mlp.scaling import permutation_bits
-from factstore.whitening import principal_projection, whiten_fact_set
-
-# ---------------------------------------------------------------------------------------------
-# Searches with the study's configuration
-# ---------------------------------------------------------------------------------------------
-
-
-def search_method(
-    method: str, fact_set: FactSet, targets: list[float], seed_parts: tuple, params: dict,
-    ustar: Tensor | None = None, gd_guess: int | None = None, build_modules: bool = False,
-    device: torch.device | str = "cpu", degree: int | None = None,
-) -> dict[float, WidthSearch]:
-    """{target: capacity.smallest_widths_configured's result} for one study method, with the study's config.
-
-    params: the study's config section (search caps, GD protocol, NTK degrees). degree: the
-    Hermite degree of an NTK method (default: the first of params["ntk_degrees"]). ustar: U* of
-    fact_set.values, solved once per value set by the caller and shared by the U* methods (None:
-    solved here if the method emits U*). gd_guess: where the GD bracketing starts (default: the
-    2-bits-per-parameter width); a given guess's first step is search["first_growth"].
-    build_modules: also build the NTK module at the width found
-    (the other methods always return theirs). device: where GD trains (the step's device: CUDA
-    when present); the constructions run on the CPU, whose float64 solves and one-pass unit sums
-    are not the bottleneck.
-    """
-    entry = METHODS[method]
-    if entry.search == "trained":
-        options = {"protocol": gd.Protocol.from_config(params["gd"]), "guess": gd_guess or default_gd_guess(entry, fact_set),
-                   "first_growth": params["search"].get("first_growth") if gd_guess else None}
-    else:
-        options = {"value_targets": entry.value_targets(fact_set, ustar)}
-        if entry.search == "unit_prefix":
-            options["degree"] = int(params["ntk_degrees"][0] if degree is None else degree)
-    return smallest_widths_configured(method, fact_set, targets, derived_generator(*seed_parts), params["search"],
-                                      build_modules=build_modules, device=device, **options)
-
-
-def search_degrees(
-    method: str, fact_set: FactSet, targets: list[float], seed_parts: tuple, params: dict, **options,
-) -> list[tuple[float, dict[float, WidthSearch]]]:
-    """[(degree, search_method's result)]: an NTK method once per Hermite degree of
-    params["ntk_degrees"] (the same random units for every degree: a paired comparison; the
-    summary keeps the best degree per setting), any other method once with degree NaN.
-    options go to search_method."""
-    if METHODS[method].search != "unit_prefix":
-        return [(math.nan, search_method(method, fact_set, targets, seed_parts, params, **options))]
-    return [(float(degree), search_method(method, fact_set, targets, seed_parts, params, degree=int(degree), **options))
-            for degree in params["ntk_degrees"]]
-
-
-def default_gd_guess(method: Method, fact_set: FactSet) -> int:
-    """The width at which the MLP would hold log2(F!) bits at 2 bits per parameter."""
-    bits = float(permutation_bits(fact_set.n_facts))
-    return max(1, math.ceil(bits / 2 / parameters_per_unit(method.architecture, fact_set.key_dim, fact_set.value_dim)))
-
-
-def ustar_and_rho(facts: FactSet) -> tuple[Tensor, float]:
-    """(U* (n_values, d_out), rho(V)) of the fact set's values: one solve, shared by every method."""
-    targets, margins = margin_optimal_targets(facts.values)
-    return targets, float(margins.min())
-
-
-# ---------------------------------------------------------------------------------------------
-# Fact sets
-# ---------------------------------------------------------------------------------------------
-
-
-def synthetic_fact_set(seed: int, dim: int, n_facts: int, kappa: float, replicate: int,
-                       spectrum: str = "linspace") -> FactSet:
-    """Spherical keys; spherical (kappa = 1) or conditioned values (singular values of the family
-    `spectrum`, facts.singular_value_profile); a random permutation map.
-
-    The same (seed, d, F, kappa, replicate) gives the same set in every job and experiment; the
-    two spectra share the random draws (the same keys, map and singular vectors: a paired comparison).
-    """
-    return make_fact_set(n_facts, dim, derived_generator(seed, "mlp-facts", dim, n_facts, float(kappa), replicate),
-                         value_condition_number=float(kappa), value_spectrum=spectrum)
-
+from factstore.whitening import whiten_fact_set
 
 # ---------------------------------------------------------------------------------------------
 # Steps
@@ -159,13 +68,10 @@ def capacity(params: dict, inputs: dict[str, Path], context) -> dict[str, object
             facts = synthetic_fact_set(params["seed"], section["d"], n_facts, 1.0, replicate)
             # rho is recorded where the method needs the U* solve anyway (it is the costly part).
             ustar, rho = ustar_and_rho(facts) if entry.uses_ustar else (None, math.nan)
-            guess = None
-            if entry.search == "trained" and previous is not None:
-                scale = float(permutation_bits(n_facts) / permutation_bits(previous[0]))
-                guess = max(1, round(previous[1] * scale))
             searches = search_degrees(method, facts, section["targets"],
                                       (params["seed"], "mlp-method", method, section["d"], n_facts, replicate),
-                                      params, ustar=ustar, gd_guess=guess, device=context.device)
+                                      params, ustar=ustar, gd_guess=scaled_guess(previous, n_facts),
+                                      device=context.device)
             for degree, results in searches:
                 for target, result in results.items():
                     rows.append(result_row(result, facts, experiment="capacity", method=method, degree=degree,
@@ -199,7 +105,7 @@ def anisotropy(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
     target, methods, spectrum: the family of the values' singular values, written in each row's
     `spectrum`). Every method runs at
     every F of n_facts (two or more: robustness is a claim about scaling); the one-pass
-    ('unit_prefix', NTK) methods also at every F of ntk_facts (cheap), which measures the U* gain
+    (search.one_pass: NTK) methods also at every F of ntk_facts (cheap), which measures the U* gain
     where the plain NTK still stores, and once per NTK degree. U* and rho are solved once per
     value set and shared by the U* methods.
     """
@@ -211,7 +117,7 @@ def anisotropy(params: dict, inputs: dict[str, Path], context) -> dict[str, obje
             facts = synthetic_fact_set(params["seed"], section["d"], n_facts, kappa, replicate, section["spectrum"])
             ustar, rho = ustar_and_rho(facts)
             for method in section["methods"]:
-                if n_facts not in section["n_facts"] and METHODS[method].search != "unit_prefix":
+                if n_facts not in section["n_facts"] and not METHODS[method].search.one_pass:
                     continue
                 seed_parts = (params["seed"], "mlp-method", method, section["d"], n_facts, replicate, kappa)
                 for degree, results in search_degrees(method, facts, [section["target"]], seed_parts, params,
@@ -352,27 +258,3 @@ def whitening_regime(params: dict, inputs: dict[str, Path], context) -> dict[str
                         print(f"alpha={alpha:g} replicate {replicate} {method}: W={result.n_params}, best accuracy "
                               f"{result.best_accuracy:.4f} ({result.seconds:.1f} s)", flush=True)
     return {"table": tidy_table(rows)}
-
-
-def minilm_fact_set(embeddings: Path, seed: int, dim: int | None = None) -> FactSet:
-    """The real MiniLM fact set of the embeddings step (each book to its own author); with `dim`,
-    keys and values projected onto their top dim principal directions (whitening.principal_projection)."""
-    archive = load_embeddings(embeddings)
-    keys, values = archive["keys"], archive["values"]
-    if dim is not None:
-        keys, values = principal_projection([torch.as_tensor(keys), torch.as_tensor(values)], dim)
-    return real_fact_set(keys, values, derived_generator(seed, "mlp-real"), fact_map="aligned",
-                         name="goodreads-minilm" if dim is None else f"goodreads-minilm-top{dim}")
-
-
-def with_section_ntk(params: dict, section: dict) -> dict:
-    """params with a whitening section's NTK width cap and Hermite degrees: its own cap (at d = 384
-    a unit costs 6x more than at d = 64) and degrees (the whitening claim is a trend of one
-    construction along alpha)."""
-    return params | {"search": params["search"] | {"ntk_max_width": section["ntk_max_width"]},
-                     "ntk_degrees": section["ntk_degrees"]}
-
-
-# ---------------------------------------------------------------------------------------------
-# Figures (the plotting module is imported lazily so editing it reruns only figure rules)
-# ---------------------------------------------------------------------------------------------

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from factstore.io import concat_tables
 from factstore.metrics import MetricsTable
 from factstore.mlp.anisotropy_robustness import robust_regime_metrics
 from factstore.mlp.anisotropy_sweep import anisotropy_metrics, anisotropy_regime_metrics
@@ -35,7 +34,7 @@ from factstore.mlp.capacity_metrics import (
     ntk_degree_metrics,
 )
 from factstore.mlp.information_bound_band import information_bound_metrics
-from factstore.mlp.results import best_degree_rows, tidy_table
+from factstore.mlp.results import best_degree_rows, read_tables
 from factstore.mlp.summary_common import RenamedMetrics
 from factstore.mlp.whitening_metrics import whitening_metrics, whitening_regime_metrics
 
@@ -93,11 +92,3 @@ def summary(params: dict, inputs: dict[str, Path], context) -> dict[str, object]
     whitening_metrics(best_degree_rows(whitening_table), metrics)
     whitening_regime_metrics(best_degree_rows(whitening_regime_table), metrics)
     return {"results": results, "fits": fits, "metrics": metrics.frame()}
-
-
-def read_tables(inputs: dict[str, Path], prefix: str) -> pd.DataFrame:
-    """The search tables of every input whose name starts with `prefix`, stacked (io.concat_tables;
-    tidy_table's columns when there is none), `spectrum` empty where it reads back empty (NaN)."""
-    table = concat_tables(inputs, prefix, tidy_table([]))
-    spectrum = table.spectrum if "spectrum" in table else pd.Series("", index=table.index)
-    return table.assign(spectrum=spectrum.astype(object).fillna("").astype(str))

@@ -17,7 +17,7 @@ from factstore.data.sources import SOURCES, WIKIPEDIA, Source
 from factstore.io import read_json, read_table, sha256_file
 
 
-def verify_raw(path: Path, source: Source) -> None:
+def _verify_raw(path: Path, source: Source) -> None:
     """Re-check a data/raw file against its source's checksum before anything reads it."""
     try:
         verify(Path(path), source, origin=path)
@@ -26,13 +26,13 @@ def verify_raw(path: Path, source: Source) -> None:
 
 
 def goodreads(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    verify_raw(inputs["book_authors"], SOURCES["book_authors"])
-    verify_raw(inputs["goodbooks"], SOURCES["goodbooks"])
+    _verify_raw(inputs["book_authors"], SOURCES["book_authors"])
+    _verify_raw(inputs["goodbooks"], SOURCES["goodbooks"])
     return {"facts": prepare.goodreads_facts(inputs["book_authors"]), "goodbooks": prepare.goodbooks_facts(inputs["goodbooks"])}
 
 
 def wikipedia(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
-    verify_raw(inputs["summaries"], WIKIPEDIA)
+    _verify_raw(inputs["summaries"], WIKIPEDIA)
     return {"paragraphs": prepare.wikipedia_paragraphs(inputs["summaries"])}
 
 
@@ -40,8 +40,8 @@ def fewrel(params: dict, inputs: dict[str, Path], context) -> dict[str, object]:
     source = read_json(inputs["report"])["source"]
     if source not in SOURCES:
         raise FetchError(f"{inputs['report']}: unknown source {source!r}")
-    verify_raw(inputs["relations"], SOURCES[source])
-    verify_raw(inputs["pid2name"], SOURCES["fewrel_pid2name"])
+    _verify_raw(inputs["relations"], SOURCES[source])
+    _verify_raw(inputs["pid2name"], SOURCES["fewrel_pid2name"])
     relations = json.loads(inputs["relations"].read_text())
     names = json.loads(inputs["pid2name"].read_text())
     table = prepare.fewrel_sentences(relations, names, params["fewrel_test_per_relation"], params["split_seed"],
@@ -68,12 +68,12 @@ def manifest(params: dict, inputs: dict[str, Path], context) -> dict[str, object
                              "relations": tables["fewrel_sentences"].relation.nunique(),
                              **tables["fewrel_sentences"].split.value_counts().to_dict()},
     }
-    files = {name: {"path": workflow_path(inputs[f"table_{name}"]), "rows": len(table),
+    files = {name: {"path": _workflow_path(inputs[f"table_{name}"]), "rows": len(table),
                     "sha256": sha256_file(inputs[f"table_{name}"])} for name, table in tables.items()}
     return {"manifest": {"tables": counts, "files": files, "sources": reports}}
 
 
-def workflow_path(path: Path) -> str:
+def _workflow_path(path: Path) -> str:
     """`path` relative to the working directory (as Snakemake names it) where it lies below it, so
     that the manifest names no folder of this machine; as given otherwise."""
     path = Path(path)

@@ -49,7 +49,7 @@ def anisotropy_metrics(table: pd.DataFrame, main_facts: list[int], metrics: Metr
     robust_metrics(main, main_facts, setting, metrics)
     for family in families(table):
         rows = table[table.spectrum == family]
-        trained = rows.method.map(lambda method: METHODS[method].search == "trained").astype(bool)
+        trained = rows.method.map(lambda method: METHODS[method].search.trains).astype(bool)
         law_metrics(rows[trained], family, metrics, break_facts)
         law_metrics(rows[~trained], family, regime, break_facts)
     rho_metrics(at_break, d, f"F = {break_facts}, {setting}", metrics)

@@ -128,8 +128,8 @@ def capacity_metrics(table: pd.DataFrame, fits: pd.DataFrame, main_target: float
             metrics.add("exponent_gap_ed_gd_asymptotic_t1", gap if math.isfinite(gap) else math.nan,
                         f"|exponent(ed_gated) - exponent(gd_gated)| at target 1 only (not the max over targets) {note}")
     # S0.gd-cheapest: the cheapest trained MLP vs the cheapest construction at every (F, target).
-    trained = [m for m in means.method.unique() if METHODS[m].search == "trained"]
-    built = [m for m in means.method.unique() if METHODS[m].search != "trained"]
+    trained = [m for m in means.method.unique() if METHODS[m].search.trains]
+    built = [m for m in means.method.unique() if not METHODS[m].search.trains]
     if trained and built:
         pivot = means.pivot_table(index=["target", "F"], columns="method", values="n_params")
         advantage = (pivot[built].min(axis=1) / pivot[trained].min(axis=1)).dropna()

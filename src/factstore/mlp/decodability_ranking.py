@@ -45,15 +45,15 @@ def rho_metrics(table: pd.DataFrame, d: int, setting: str, metrics: MetricsTable
         if method not in RHO_SPEARMAN_METRICS:
             missing_names("rho Spearman", method)
             continue
-        encoder_decoder = METHODS[method].search == "code_size"
-        capped = ~rows.stored | ((rows.width >= d) if encoder_decoder else False)
+        capped_by_output_dim = METHODS[method].search.capped_by_output_dim
+        capped = ~rows.stored | ((rows.width >= d) if capped_by_output_dim else False)
         per_kappa = rows.assign(capped=capped).groupby("kappa").agg(
             rho=("rho", "mean"), facts_per_parameter=("facts_per_parameter", "mean"), capped=("capped", "any"))
         kept = per_kappa[~per_kappa.capped]
         metrics.add(RHO_SPEARMAN_METRICS[method], spearman(kept.rho, kept.facts_per_parameter) if len(kept) >= 3 else math.nan,
                     f"Spearman(rho(V), F / W) over {len(kept)} per-kappa means (seeds averaged first), leaving out "
                     f"{int(per_kappa.capped.sum())} kappa where a seed did not store"
-                    + (" or sat at the code-size cap m = d" if encoder_decoder else "") + f" (NaN below 3); {setting}")
+                    + (" or sat at the code-size cap m = d" if capped_by_output_dim else "") + f" (NaN below 3); {setting}")
         if method in RHO_RANGE_METRICS:
             # below 3 kept value sets the Spearman is NaN, a FAIL of the method (too few value sets
             # stored below the cap), not of the range: the range then reads every value set of the sweep

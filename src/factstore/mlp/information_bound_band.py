@@ -25,7 +25,7 @@ def failing_parameters(measured: pd.DataFrame) -> np.ndarray:
     W_failing = W x width_failing / width (0 where no narrower probe failed: the interval then
     reaches down to nothing). The NTK's and the encoder-decoder's searches are exact to one unit
     (one-pass prefix, nested codes): their W is taken as exact."""
-    trained = measured.method.map(lambda method: METHODS[method].search == "trained").to_numpy(bool)
+    trained = measured.method.map(lambda method: METHODS[method].search.trains).to_numpy(bool)
     ratio = (measured.width_failing / measured.width).fillna(0.0).to_numpy()
     return np.where(trained, measured.n_params.to_numpy() * ratio, measured.n_params.to_numpy())
 

@@ -20,10 +20,11 @@ a measure-zero set of output embeddings", which codes of V cannot (with anisotro
 value need not be the best match of itself, and then no code decodes it), and its parameter
 count is predicted from rho(V), the margin U* attains.
 
-Search strategies (see capacity.py): 'unit_prefix' (NTK: one pass over units, every width a
-prefix of the wider ones), 'code_size' (encoder-decoder: the code size checked on the codes),
-'trained' (bracketing and bisection over trained MLPs), 'doubling' (any other builder: one build
-per probe).
+Search strategies (width_search.py), one object per entry: UnitPrefixSearch (NTK: one pass
+over units, every width a prefix of the wider ones), CodeSizeSearch (encoder-decoder: the code
+size checked on the codes), TrainedSearch (bracketing and bisection over trained MLPs),
+DoublingSearch (any other builder: one build per probe). What differs between kinds of method
+(how one MLP is built, whether its outputs are learned) is asked of the strategy, never of its name.
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ from torch import Tensor
 from factstore.facts import FactSet, per_value_targets
 from factstore.geometry import margin_optimal_targets
 from factstore.mlp import encoder_decoder, gd, ntk
+from factstore.mlp.width_search import (
+    CodeSizeSearch, DoublingSearch, TrainedSearch, UnitPrefixSearch, WidthSearchStrategy,
+)
 
-SearchStrategy = Literal["unit_prefix", "code_size", "trained", "doubling"]
 Architecture = Literal["gated", "plain"]
 
 
@@ -50,10 +53,11 @@ class Method:
     name: the method's name everywhere (config, tables, figures, metrics).
     label: its legend label in figures.
     build: makes one MLP of a given size. Constructions: build(fact_set, size, generator,
-        value_targets=..., **options) -> (module, n_params); trained methods ('trained' search):
+        value_targets=..., **options) -> (module, n_params); trained methods (TrainedSearch):
         train(fact_set, size, generator, architecture=..., **options) -> (module, n_params, info).
         `size` is the hidden width (NTK, GD) or the code size (encoder-decoder).
-    search: how capacity.smallest_widths finds the smallest storing size (module docstring).
+    search: the width-search strategy (width_search.py): how the smallest storing size is found,
+        and how one MLP of this kind is built (`make`, `build_at` delegate to it).
     architecture: 'gated' or 'plain', the MLP whose width is searched (the encoder for an
         encoder-decoder); it sets parameters per hidden unit (modules.parameters_per_unit) and
         is what a trained method trains.
@@ -64,7 +68,7 @@ class Method:
     name: str
     label: str
     build: Callable[..., tuple]
-    search: SearchStrategy
+    search: WidthSearchStrategy
     architecture: Architecture
     uses_ustar: bool = False
     options: Mapping[str, object] = field(default_factory=dict)
@@ -89,44 +93,38 @@ class Method:
         value_targets: what a construction emits per value (default: `self.value_targets`);
         unused by trained methods. options: further keyword arguments of `build`.
         """
-        if self.search == "trained":
-            return self.build(fact_set, size, generator, architecture=self.architecture, **self.options, **options)
-        if value_targets is None:
-            value_targets = self.value_targets(fact_set)
-        return self.build(fact_set, size, generator, value_targets=value_targets, **self.options, **options)
+        return self.search.make(self, fact_set, size, generator, value_targets, **options)
 
     def build_at(
         self, fact_set: FactSet, size: int, generator: torch.Generator, *, protocol=None, degree: int = 1,
-        value_targets: Tensor | None = None, device: torch.device | str = "cpu",
+        value_targets: Tensor | None = None, device: torch.device | str = "cpu", min_loss: float | None = None,
     ) -> tuple:
         """(module, n_params): one MLP of this method at `size`, whatever kind of method it is.
 
-        A trained method trains with `protocol` (gd.Protocol) on `device`; the NTK builds with
-        Hermite `degree`; a construction emits `value_targets` (default: `self.value_targets`).
+        A trained method trains with `protocol` (gd.Protocol) on `device` (past full accuracy
+        down to a loss of `min_loss` when given); the NTK builds with Hermite `degree`; a
+        construction emits `value_targets` (default: `self.value_targets`).
         The one place a caller that needs "an MLP of method m at size s" goes through.
         """
-        if self.search == "trained":
-            module, n_params, _ = self.make(fact_set, size, generator, protocol=protocol, device=device)
-            return module, n_params
-        options = {"degree": degree} if self.search == "unit_prefix" else {}
-        return self.make(fact_set, size, generator, value_targets, **options)
+        return self.search.build(self, fact_set, size, generator, protocol=protocol, degree=degree,
+                                 value_targets=value_targets, device=device, min_loss=min_loss)
 
 
 METHODS: dict[str, Method] = {method.name: method for method in (
     # The study's methods, in the order of its figures.
-    Method("ntk", "NTK", ntk.build, "unit_prefix", "gated"),
-    Method("ntk_ustar", "NTK + U*", ntk.build, "unit_prefix", "gated", uses_ustar=True),
-    Method("ed_gated", "encoder-decoder, gated", encoder_decoder.build, "code_size", "gated", uses_ustar=True),
-    Method("ed_gated_v", "encoder-decoder, gated, codes of V", encoder_decoder.build, "code_size", "gated"),
-    Method("ed_plain", "encoder-decoder, non-gated", encoder_decoder.build_plain, "code_size", "plain", uses_ustar=True),
-    Method("gd_gated", "GD, gated", gd.train, "trained", "gated", options={"activation": "relu"}),
-    Method("gd_plain", "GD, plain", gd.train, "trained", "plain", options={"activation": "relu"}),
+    Method("ntk", "NTK", ntk.build, UnitPrefixSearch(), "gated"),
+    Method("ntk_ustar", "NTK + U*", ntk.build, UnitPrefixSearch(), "gated", uses_ustar=True),
+    Method("ed_gated", "encoder-decoder, gated", encoder_decoder.build, CodeSizeSearch(), "gated", uses_ustar=True),
+    Method("ed_gated_v", "encoder-decoder, gated, codes of V", encoder_decoder.build, CodeSizeSearch(), "gated"),
+    Method("ed_plain", "encoder-decoder, non-gated", encoder_decoder.build_plain, CodeSizeSearch(), "plain", uses_ustar=True),
+    Method("gd_gated", "GD, gated", gd.train, TrainedSearch(), "gated", options={"activation": "relu"}),
+    Method("gd_plain", "GD, plain", gd.train, TrainedSearch(), "plain", options={"activation": "relu"}),
     # Library variants (tests, benchmarks).
-    Method("ed_plain_v", "encoder-decoder, non-gated, codes of V", encoder_decoder.build_plain, "code_size", "plain"),
-    Method("ntk_finite_difference", "NTK, non-gated (finite differences)", ntk.build_finite_difference, "doubling",
+    Method("ed_plain_v", "encoder-decoder, non-gated, codes of V", encoder_decoder.build_plain, CodeSizeSearch(), "plain"),
+    Method("ntk_finite_difference", "NTK, non-gated (finite differences)", ntk.build_finite_difference, DoublingSearch(),
            "plain"),
-    Method("gd_gated_linear", "GD, gated, linear gate", gd.train, "trained", "gated", options={"activation": "identity"}),
-    Method("gd_swish_mse", "GD, gated swish, MSE", gd.train, "trained", "gated",
+    Method("gd_gated_linear", "GD, gated, linear gate", gd.train, TrainedSearch(), "gated", options={"activation": "identity"}),
+    Method("gd_swish_mse", "GD, gated swish, MSE", gd.train, TrainedSearch(), "gated",
            options={"activation": "silu", "loss": "mse"}),
 )}
 

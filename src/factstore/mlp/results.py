@@ -13,13 +13,16 @@ setting, the degree that stores at the least cost (the best NTK, not a handicapp
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from factstore.facts import FactSet
-from factstore.mlp.capacity import WidthSearch
+from factstore.io import concat_tables
 from factstore.mlp.scaling import random_map_bits
+from factstore.mlp.smallest_width_searches import WidthSearch
 from factstore.statistics import linear_fit
 
 TABLE_COLUMNS = [
@@ -169,3 +172,11 @@ def of_degree(table: pd.DataFrame, degree: int) -> pd.Series:
     if "degree" not in table:
         return pd.Series(True, index=table.index)
     return table.degree.isna() | np.isclose(table.degree, degree)
+
+
+def read_tables(inputs: Mapping[str, Path], prefix: str) -> pd.DataFrame:
+    """The search tables of every input whose name starts with `prefix`, stacked (io.concat_tables;
+    tidy_table's columns when there is none), `spectrum` empty where it reads back empty (NaN)."""
+    table = concat_tables(inputs, prefix, tidy_table([]))
+    spectrum = table.spectrum if "spectrum" in table else pd.Series("", index=table.index)
+    return table.assign(spectrum=spectrum.astype(object).fillna("").astype(str))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from factstore import assoc
+from factstore.assoc import memory
 from factstore.plots import style
 
 
@@ -49,7 +49,7 @@ def accuracy(tables: dict[str, pd.DataFrame], params: dict):
 def capacity_extrapolation(tables: dict[str, pd.DataFrame], params: dict):
     """Apparent capacity vs 1 / ln p_c, extrapolated to d -> infinity (1 / ln p -> 0).
 
-    tables: capacity (assoc.summary).
+    tables: capacity (assoc_summary.summary).
     """
     capacity = tables["capacity"]
     fig, axes = style.figure(ncols=2, width=4.2)
@@ -69,7 +69,7 @@ def capacity_extrapolation(tables: dict[str, pd.DataFrame], params: dict):
                   label=rf"trained, {problem}: mean accuracy $\geq$ {params['capacity_accuracy']} (reported)")
     original = trained[trained.problem == "original"]
     if len(original) >= 2:
-        intercept, slope = assoc.extrapolate_capacity(original.alpha_c.to_numpy(), original.p_c.to_numpy())
+        intercept, slope = memory.extrapolate_capacity(original.alpha_c.to_numpy(), original.p_c.to_numpy())
         grid = np.linspace(0, 1 / np.log(original.p_c.min()) * 1.05, 50)
         left.plot(grid, intercept + slope * grid, color=colours["original"], alpha=0.6,
                   label=rf"fit $a + b/\ln p$, $a$ = {intercept:.2f}")
@@ -99,14 +99,14 @@ def spectrum(tables: dict[str, pd.DataFrame], params: dict):
     d = params["spectrum_d"]) vs the (truncated) quarter-circle law; for W = Q R^T also its
     initialisation and the Hebbian W of the same facts cut to rank m.
 
-    tables: spectra_<run> (assoc.trained spectra), capacity (assoc.summary).
+    tables: spectra_<run> (assoc.trained spectra), capacity (assoc_summary.summary).
     """
     capacity, spectra, d = tables["capacity"], style.stacked(tables, "spectra_"), params["spectrum_d"]
     if "stage" not in spectra:
         spectra = spectra.assign(stage="trained")
     samples, initial, hebbian = {}, {}, {}  # (problem, kappa, alpha) -> singular values of the trained / initial / cut Hebbian W
     for (problem, kappa), group in spectra[spectra.d == d].groupby(["problem", "rank_fraction"]):
-        alpha = assoc.spectrum_load(capacity, spectra, problem, d, kappa)
+        alpha = memory.spectrum_load(capacity, spectra, problem, d, kappa)
         at_load = group[group.alpha == alpha]
         samples[problem, float(kappa), alpha] = at_load[at_load.stage == "trained"].singular_value.to_numpy()
         initial[problem, float(kappa), alpha] = at_load[at_load.stage == "initial"].singular_value.to_numpy()
@@ -120,7 +120,7 @@ def spectrum(tables: dict[str, pd.DataFrame], params: dict):
     for (problem, _, alpha), values in sorted(full.items()):
         ax.hist(values, bins=24, range=(0, 2.4), density=True, histtype="step", linewidth=1.5,
                 color=colours[problem], label=rf"trained, {problem} ($\alpha$ = {alpha:g})")
-    ax.plot(grid, assoc.quarter_circle_density(grid), **style.THEORY_STYLE, label=r"quarter circle $\sqrt{4-s^2}/\pi$")
+    ax.plot(grid, memory.quarter_circle_density(grid), **style.THEORY_STYLE, label=r"quarter circle $\sqrt{4-s^2}/\pi$")
     ax.set_xlabel(r"singular value $s$ (normalised, $E\,s^2 = 1$)")
     ax.set_ylabel("density")
     ax.set_title(f"full rank, d = {d}")
@@ -142,11 +142,11 @@ def spectrum(tables: dict[str, pd.DataFrame], params: dict):
             if len(cut):
                 ax.hist(cut, bins=16, range=(0, 2.4), density=True, histtype="step", linewidth=1.0, color="C2",
                         label=r"Hebbian $W$ of the same facts, top $\kappa d$ values")
-        lower, second_moment = assoc.truncated_quarter_circle(kappa)
+        lower, second_moment = memory.truncated_quarter_circle(kappa)
         scale = np.sqrt(second_moment)
-        density = assoc.quarter_circle_density(grid * scale) * scale / kappa * (grid * scale >= lower)
+        density = memory.quarter_circle_density(grid * scale) * scale / kappa * (grid * scale >= lower)
         ax.plot(grid, density, **style.THEORY_STYLE, label=r"top-$\kappa$ truncated quarter circle (optimal rank-$m$ $W$)")
-        ax.plot(grid, assoc.quarter_circle_density(grid), **style.REFERENCE_STYLE, label="untruncated quarter circle")
+        ax.plot(grid, memory.quarter_circle_density(grid), **style.REFERENCE_STYLE, label="untruncated quarter circle")
         ax.set_xlabel(r"singular value $s$ (normalised, $E\,s^2 = 1$)")
         ax.set_title(rf"rank-constrained, $\kappa$ = {kappa:g}")
         ax.legend(fontsize=7)
@@ -156,7 +156,7 @@ def spectrum(tables: dict[str, pd.DataFrame], params: dict):
 def rank_capacity(tables: dict[str, pd.DataFrame], params: dict):
     """Capacity vs kappa = m / d for W = Q R^T, with the derived curve alpha_c(1) f(kappa) (f the
     quarter circle's top-kappa second-moment share) and the parameter count. tables: capacity
-    (assoc.summary)."""
+    (assoc_summary.summary)."""
     capacity = tables["capacity"]
     d = params["rank_d"]
     rows = capacity[(capacity.method == "trained") & (capacity.problem == "original") & (capacity.d == d)]
@@ -169,7 +169,7 @@ def rank_capacity(tables: dict[str, pd.DataFrame], params: dict):
     full = rows[rows.rank_fraction == 1.0].alpha_c
     if len(full) and np.isfinite(full.iloc[0]):
         kappa = np.linspace(0.05, 1, 50)
-        ax.plot(kappa, full.iloc[0] * np.array([assoc.rank_capacity_ratio(k) for k in kappa]), **style.THEORY_STYLE,
+        ax.plot(kappa, full.iloc[0] * np.array([memory.rank_capacity_ratio(k) for k in kappa]), **style.THEORY_STYLE,
                 label=r"$\alpha_c(1)\,f(\kappa)$ (top-$\kappa$ quarter-circle share, predicted)")
         ax.plot(kappa, full.iloc[0] * kappa * (2 - kappa), **style.REFERENCE_STYLE,
                 label=r"$\alpha_c(1)\,\kappa(2-\kappa)$ (parameter count, reference)")

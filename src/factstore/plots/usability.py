@@ -9,12 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from factstore.mlp.methods import METHODS
 from factstore.plots import style
 from factstore.usability import threshold
 from factstore.usability.summary import VERDICT_HOST, hosted
 
-LABELS = {"ntk": "NTK", "ntk_ustar": "NTK + U*", "ed_gated": "encoder-decoder", "ed_plain": "encoder-decoder, non-gated",
-          "gd_gated": "GD, gated", "gd_plain": "GD, plain"}
+LABELS = {name: method.label for name, method in METHODS.items()}
+"""Each method's legend label: the one its entry of mlp.methods.METHODS gives it."""
 
 
 def usable_capacity(tables: dict[str, pd.DataFrame], params: dict):

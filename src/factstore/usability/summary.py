@@ -22,11 +22,13 @@ import math
 import numpy as np
 import pandas as pd
 
+from factstore.mlp.methods import METHODS
 from factstore.statistics import binomial_standard_error, spearman
 from factstore.usability import threshold
 
-CONSTRUCTIONS = ("ntk", "ntk_ustar", "ed_gated", "ed_plain", "ed_gated_v")
-"""The constructed MLPs (every other method, gd_*, is trained)."""
+CONSTRUCTIONS = tuple(name for name, method in METHODS.items() if not method.search.trains)
+"""The constructed MLPs of mlp.methods.METHODS (NTK, encoder-decoder: every method whose outputs
+are not learned; the others, gd_*, are trained)."""
 MODERATE_ALPHAS = (0.1, 0.2)
 Metric = tuple[str, float, str, float]
 
@@ -139,7 +141,7 @@ def _least(pairs: list[tuple[float, float]]) -> tuple[float, float]:
 
 
 VERDICT_HOST = "stores_all"
-"""The host the whitening verdict reads (experiments.usability.HOSTS): each probe's MLPs at the
+"""The host the whitening verdict reads (usability.whitening_probes.HOSTS): each probe's MLPs at the
 first width of the ladder s, 2s, ... where both store every fact on their own."""
 
 
