@@ -23,12 +23,16 @@ from factstore.memory_estimate import GB, Term, memory_request_mb, rule_terms
 NODE_MEMORY_GB = 128  # workflow/profiles/slurm's assumption for a node
 GPU_MEMORY_GB = 80  # one A100 / H100 80 GB
 RULE_START = re.compile(r"^\s*(?:rule|checkpoint)\s+(\w+)\s*:", re.MULTILINE)
+FIGURE_RULE = re.compile(r'^add_figure_rule\(\s*"(\w+)"', re.MULTILINE)
+"""A study's figure rule, `<study>_figure`, asked for with add_figure_rule (common.smk) and made in
+a loop (figures.smk): it runs the figure step on the CPU."""
 
 
 def workflow_rules(workflow_dir: Path) -> dict[str, bool]:
     """{rule name: whether it declares a `gpu` resource} for every rule in `workflow_dir`'s
     rules/*.smk whose jobs run a factstore step (a `step=` param), in file order; a rule's block runs
-    to the next rule's line. Targets that only gather other rules' outputs (`all`, `figures`, a
+    to the next rule's line; a study's figure rule, made in a loop, where its rules file asks for it
+    (`add_figure_rule`). Targets that only gather other rules' outputs (`all`, `figures`, a
     study's name) run nothing and are left out."""
     rules: dict[str, bool] = {}
     for path in sorted((workflow_dir / "rules").glob("*.smk")):
@@ -39,6 +43,8 @@ def workflow_rules(workflow_dir: Path) -> dict[str, bool]:
             if re.search(r"^\s*step\s*=", block, re.MULTILINE):
                 uses_gpu = re.search(r"^\s*gpu\s*=", block, re.MULTILINE) is not None
                 rules[start.group(1)] = rules.get(start.group(1), False) or uses_gpu
+        for figure_rule in FIGURE_RULE.finditer(text):
+            rules[f"{figure_rule.group(1)}_figure"] = False
     return rules
 
 

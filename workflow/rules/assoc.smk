@@ -172,22 +172,10 @@ ASSOC_FIGURE_INPUTS = {
 FIGURES += figure_files("assoc", ASSOC_FIGURE_INPUTS)
 
 
-rule assoc_figure:
-    """One figure of the study: figures/assoc_{figure}.png and .pdf."""
-    output:
-        png=figure_report("assoc", "S1 linear associative memory"),
-        pdf="figures/assoc_{figure}.pdf",
-    wildcard_constraints:
-        figure="|".join(ASSOC_FIGURE_INPUTS),
-    input:
-        unpack(lambda w: ASSOC_FIGURE_INPUTS[w.figure]),
-        code=figure_code("assoc"),
-    params:
-        step="figures.draw",
-        json=lambda w: as_json(ASSOC_SUMMARY_PARAMS, study="assoc", figure=w.figure),
-        io=runner_io,
-        **figure_report_params("assoc"),
-    log:
-        "logs/assoc/figure_{figure}.log",
-    shell:
-        STEP
+# the rule assoc_figure (workflow/rules/figures.smk)
+add_figure_rule(
+    "assoc",
+    "S1 linear associative memory",
+    ASSOC_FIGURE_INPUTS,
+    dict.fromkeys(ASSOC_FIGURE_INPUTS, ASSOC_SUMMARY_PARAMS),
+)

@@ -87,23 +87,12 @@ ATTENTION_FIGURE_INPUTS = {
 FIGURES += figure_files("attention", ATTENTION_FIGURE_INPUTS)
 
 
-rule attention_figure:
-    """One figure of the study: figures/attention_{figure}.png and .pdf."""
-    output:
-        png=figure_report("attention", "S4 multi-head attention"),
-        pdf="figures/attention_{figure}.pdf",
-    wildcard_constraints:
-        figure="|".join(ATTENTION_FIGURE_INPUTS),
-    input:
-        unpack(lambda w: ATTENTION_FIGURE_INPUTS[w.figure]),
-        code=figure_code("attention"),
-    params:
-        step="figures.draw",
-        json=lambda w: as_json({"training": ATTENTION["training"], "budget_check": ATTENTION["budget_check"]},
-                               study="attention", figure=w.figure),
-        io=runner_io,
-        **figure_report_params("attention"),
-    log:
-        "logs/attention/figure_{figure}.log",
-    shell:
-        STEP
+# the rule attention_figure (workflow/rules/figures.smk)
+add_figure_rule(
+    "attention",
+    "S4 multi-head attention",
+    ATTENTION_FIGURE_INPUTS,
+    dict.fromkeys(
+        ATTENTION_FIGURE_INPUTS, {"training": ATTENTION["training"], "budget_check": ATTENTION["budget_check"]}
+    ),
+)

@@ -184,22 +184,10 @@ rule committee_figures:
         figure_files("committee", COMMITTEE_FIGURE_INPUTS),
 
 
-rule committee_figure:
-    """One figure of the study: figures/committee_{figure}.png and .pdf."""
-    output:
-        png=figure_report("committee", "S3 committee machines (capacity per weight)"),
-        pdf="figures/committee_{figure}.pdf",
-    wildcard_constraints:
-        figure="|".join(COMMITTEE_FIGURE_INPUTS),
-    input:
-        unpack(lambda w: COMMITTEE_FIGURE_INPUTS[w.figure]),
-        code=figure_code("committee"),
-    params:
-        step="figures.draw",
-        json=lambda w: as_json(COMMITTEE_FIGURE_PARAMS, study="committee", figure=w.figure),
-        io=runner_io,
-        **figure_report_params("committee"),
-    log:
-        "logs/committee/figure_{figure}.log",
-    shell:
-        STEP
+# the rule committee_figure (workflow/rules/figures.smk)
+add_figure_rule(
+    "committee",
+    "S3 committee machines (capacity per weight)",
+    COMMITTEE_FIGURE_INPUTS,
+    dict.fromkeys(COMMITTEE_FIGURE_INPUTS, COMMITTEE_FIGURE_PARAMS),
+)

@@ -104,6 +104,28 @@ def figure_report_params(study):
     }
 
 
+# Every study with a figure rule: study -> its figures' inputs and parameters (add_figure_rule);
+# workflow/rules/figures.smk makes the rule <study>_figure of each.
+FIGURE_STUDIES = {}
+
+
+def add_figure_rule(study, title, inputs_by_figure, params_by_figure):
+    """Ask for the figure rule of a study, made in workflow/rules/figures.smk. `inputs_by_figure`
+    {figure: {input name: table}}, each figure a function of factstore.plots.<study>;
+    `params_by_figure` {figure: the config section it reads}; `title` its category in the report."""
+    FIGURE_STUDIES[study] = {"title": title, "inputs": inputs_by_figure, "params": params_by_figure}
+
+
+def figure_inputs(study):
+    """input of a study's figure rule: the tables its {figure} reads, by name."""
+    return lambda wildcards: FIGURE_STUDIES[study]["inputs"][wildcards.figure]
+
+
+def figure_json(study):
+    """params.json of a study's figure rule: its {figure}'s config section, study and figure name."""
+    return lambda wildcards: as_json(FIGURE_STUDIES[study]["params"][wildcards.figure], study=study, figure=wildcards.figure)
+
+
 def named_outputs(pattern, wildcards_by_name):
     """{name: pattern filled with that name's wildcard values}: the named inputs of a job that reads
     one output of many jobs of another (e.g. every width's training table)."""

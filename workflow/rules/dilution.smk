@@ -181,22 +181,10 @@ DILUTION_FIGURE_INPUTS = {
 FIGURES += figure_files("dilution", DILUTION_FIGURE_INPUTS)
 
 
-rule dilution_figure:
-    """One figure of the study: figures/dilution_{figure}.png and .pdf."""
-    output:
-        png=figure_report("dilution", "S3 capacity per label (dilution)"),
-        pdf="figures/dilution_{figure}.pdf",
-    wildcard_constraints:
-        figure="|".join(DILUTION_FIGURE_INPUTS),
-    input:
-        unpack(lambda w: DILUTION_FIGURE_INPUTS[w.figure]),
-        code=figure_code("dilution"),
-    params:
-        step="figures.draw",
-        json=lambda w: as_json(DILUTION_SUMMARY_PARAMS, study="dilution", figure=w.figure),
-        io=runner_io,
-        **figure_report_params("dilution"),
-    log:
-        "logs/dilution/figure_{figure}.log",
-    shell:
-        STEP
+# the rule dilution_figure (workflow/rules/figures.smk)
+add_figure_rule(
+    "dilution",
+    "S3 capacity per label (dilution)",
+    DILUTION_FIGURE_INPUTS,
+    dict.fromkeys(DILUTION_FIGURE_INPUTS, DILUTION_SUMMARY_PARAMS),
+)

@@ -103,22 +103,10 @@ EDITING_FIGURE_INPUTS = {
 FIGURES += figure_files("editing", EDITING_FIGURE_INPUTS)
 
 
-rule editing_figure:
-    """One figure of the study: figures/editing_{figure}.png and .pdf."""
-    output:
-        png=figure_report("editing", "S0 language modelling and fact editing"),
-        pdf="figures/editing_{figure}.pdf",
-    wildcard_constraints:
-        figure="|".join(EDITING_FIGURE_INPUTS),
-    input:
-        unpack(lambda w: EDITING_FIGURE_INPUTS[w.figure]),
-        code=figure_code("editing"),
-    params:
-        step="figures.draw",
-        json=lambda w: as_json({"fractions": EDITING["fractions"]}, study="editing", figure=w.figure),
-        io=runner_io,
-        **figure_report_params("editing"),
-    log:
-        "logs/editing/figure_{figure}.log",
-    shell:
-        STEP
+# the rule editing_figure (workflow/rules/figures.smk)
+add_figure_rule(
+    "editing",
+    "S0 language modelling and fact editing",
+    EDITING_FIGURE_INPUTS,
+    dict.fromkeys(EDITING_FIGURE_INPUTS, {"fractions": EDITING["fractions"]}),
+)

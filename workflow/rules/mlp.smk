@@ -236,22 +236,10 @@ MLP_FIGURE_PARAMS = MLP_SUMMARY_PARAMS | {
 FIGURES += figure_files("mlp", MLP_FIGURE_INPUTS)
 
 
-rule mlp_figure:
-    """One figure of the study: figures/mlp_{figure}.png and .pdf."""
-    output:
-        png=figure_report("mlp", "S0 fact-storing MLPs"),
-        pdf="figures/mlp_{figure}.pdf",
-    wildcard_constraints:
-        figure="|".join(MLP_FIGURE_INPUTS),
-    input:
-        unpack(lambda w: MLP_FIGURE_INPUTS[w.figure]),
-        code=figure_code("mlp"),
-    params:
-        step="figures.draw",
-        json=lambda w: as_json(MLP_FIGURE_PARAMS, study="mlp", figure=w.figure),
-        io=runner_io,
-        **figure_report_params("mlp"),
-    log:
-        "logs/mlp/figure_{figure}.log",
-    shell:
-        STEP
+# the rule mlp_figure (workflow/rules/figures.smk)
+add_figure_rule(
+    "mlp",
+    "S0 fact-storing MLPs",
+    MLP_FIGURE_INPUTS,
+    dict.fromkeys(MLP_FIGURE_INPUTS, MLP_FIGURE_PARAMS),
+)

@@ -115,22 +115,10 @@ NTK_FIGURE_PARAMS = {
 FIGURES += figure_files("ntk", NTK_FIGURE_INPUTS)
 
 
-rule ntk_figure:
-    """One figure of the study: figures/ntk_{figure}.png and .pdf."""
-    output:
-        png=figure_report("ntk", "S2 neural tangent kernel"),
-        pdf="figures/ntk_{figure}.pdf",
-    wildcard_constraints:
-        figure="|".join(NTK_FIGURE_INPUTS),
-    input:
-        unpack(lambda w: NTK_FIGURE_INPUTS[w.figure]),
-        code=figure_code("ntk"),
-    params:
-        step="figures.draw",
-        json=lambda w: as_json(NTK_FIGURE_PARAMS[w.figure], study="ntk", figure=w.figure),
-        io=runner_io,
-        **figure_report_params("ntk"),
-    log:
-        "logs/ntk/figure_{figure}.log",
-    shell:
-        STEP
+# the rule ntk_figure (workflow/rules/figures.smk)
+add_figure_rule(
+    "ntk",
+    "S2 neural tangent kernel",
+    NTK_FIGURE_INPUTS,
+    NTK_FIGURE_PARAMS,
+)

@@ -11,6 +11,7 @@ include: "committee.smk"
 include: "dilution.smk"
 include: "usability.smk"
 include: "editing.smk"
+include: "figures.smk"  # every study's figure rule, from what its rules file registered
 include: "overview.smk"
 include: "claims.smk"
 

@@ -150,22 +150,10 @@ USABILITY_FIGURE_INPUTS = {
 FIGURES += figure_files("usability", USABILITY_FIGURE_INPUTS)
 
 
-rule usability_figure:
-    """One figure of the study: figures/usability_{figure}.png and .pdf."""
-    output:
-        png=figure_report("usability", "S0 usability inside a Transformer"),
-        pdf="figures/usability_{figure}.pdf",
-    wildcard_constraints:
-        figure="|".join(USABILITY_FIGURE_INPUTS),
-    input:
-        unpack(lambda w: USABILITY_FIGURE_INPUTS[w.figure]),
-        code=figure_code("usability"),
-    params:
-        step="figures.draw",
-        json=lambda w: as_json(USABILITY_SUMMARY_PARAMS, study="usability", figure=w.figure),
-        io=runner_io,
-        **figure_report_params("usability"),
-    log:
-        "logs/usability/figure_{figure}.log",
-    shell:
-        STEP
+# the rule usability_figure (workflow/rules/figures.smk)
+add_figure_rule(
+    "usability",
+    "S0 usability inside a Transformer",
+    USABILITY_FIGURE_INPUTS,
+    dict.fromkeys(USABILITY_FIGURE_INPUTS, USABILITY_SUMMARY_PARAMS),
+)

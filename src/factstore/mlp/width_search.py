@@ -70,7 +70,6 @@ class SearchSettings:
                    search.get("first_growth"))
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Strategies
 # ---------------------------------------------------------------------------------------------
@@ -224,7 +223,7 @@ class UnitPrefixSearch(WidthSearchStrategy):
             if build_modules:  # at the cap when the target is not reached: the largest MLP tried
                 module, _ = _build_at(method, fact_set, width or high, generator, start_state, value_targets, options)
             results[target] = finished_search(method.name, target, width, n_params, evaluations, started, module,
-                                        params_at_cap=high * per_unit)
+                                              params_at_cap=high * per_unit)
         return results
 
     def smallest_widths(
