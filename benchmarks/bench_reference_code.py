@@ -27,7 +27,7 @@ settings the two sides share are set equal: dtype, shapes, batch, learning rate,
   `hebbian.expts.mlp_capacity.run._run_binary_searches_locally` (its CPU path: bisection over m in
   [1, 65536] to precision 0.05, each probe `run_mlp_experiment`: a new fact set, `get_ntk_mlp`,
   the accuracy; its own random fact set of the same F, d, untied spherical embeddings, random
-  map). Project: `factstore.mlp.capacity.smallest_widths_configured` (the unit-prefix search: one
+  map). Project: `factstore.mlp.capacity.smallest_widths` (the unit-prefix search: one
   pass over units, then bisection from checkpoints, and the module built at the width found).
   The widths found are reported (different random draws: they need not be equal).
 - usability_update: one attention update of a one-layer Transformer hosting a frozen NTK MLP
@@ -285,7 +285,7 @@ def compare_ntk_width_search(shape: dict, repeats: int) -> dict:
     from hebbian.expts.mlp_capacity import run as capacity_run
 
     from factstore.facts import make_fact_set
-    from factstore.mlp.capacity import smallest_widths_configured
+    from factstore.mlp.capacity import smallest_widths
 
     def reference():
         with tempfile.TemporaryDirectory(prefix="factstore-ntk-search-") as folder, quiet():
@@ -304,8 +304,8 @@ def compare_ntk_width_search(shape: dict, repeats: int) -> dict:
     def project():
         facts = make_fact_set(shape["F"], shape["d"], torch.Generator().manual_seed(0))
         with quiet():
-            search = smallest_widths_configured("ntk", facts, [1.0], torch.Generator().manual_seed(1),
-                                                {"ntk_max_width": NTK_MAX_WIDTH}, degree=shape["degree"])
+            search = smallest_widths("ntk", facts, [1.0], torch.Generator().manual_seed(1), high=NTK_MAX_WIDTH,
+                                     degree=shape["degree"])
         return search[1.0].width
 
     timings, widths = whole_run_times({"reference": reference, "project": project}, repeats)
@@ -335,7 +335,7 @@ def compare_usability_update(shape: dict, steps: tuple[int, int], repeats: int) 
     from hebbian.transformer.train import train_associative_recall
 
     from factstore.device import derived_generator
-    from factstore.experiments.usability import build_mlp
+    from factstore.usability.probes import MlpSettings, build_mlp
     from factstore.usability.task import JunkLengths, gaussian_probe_task
     from factstore.usability.training import TrainingSettings, build_runs, train_attention
 
@@ -361,8 +361,8 @@ def compare_usability_update(shape: dict, steps: tuple[int, int], repeats: int) 
     lengths = JunkLengths(junk, junk, junk, junk)
     task, fact_sets = gaussian_probe_task(n_facts, d, USABILITY["n_junk"], lengths,
                                           derived_generator(0, "bench-reference", n_facts))
-    params = {"ntk_degree": 2, "gd": {"learning_rate": 0.03, "max_steps": 1, "patience": 1}}  # NTK: gd unused
-    trained, swapped = (build_mlp("ntk", fact_set, width, derived_generator(side), params)[0]
+    mlp_settings = MlpSettings.from_config({"learning_rate": 0.03, "max_steps": 1, "patience": 1}, degree=2)  # NTK: GD unused
+    trained, swapped = (build_mlp("ntk", fact_set, width, derived_generator(side), mlp_settings)[0]
                         for side, fact_set in enumerate(fact_sets))
 
     def project_runs(runs: int) -> Callable[[int], None]:
@@ -461,7 +461,7 @@ WHAT = {
     "gd_step": ("hebbian-mlps get_gd_mlp (train_with_gd): one full-batch Adam update",
                 "factstore.mlp.gd.train: one full-batch Adam update (one-pass loss, gradient, correct count)"),
     "ntk_width_search": ("hebbian-mlps mlp_capacity _run_binary_searches_locally: one whole NTK width search",
-                         "factstore.mlp.capacity.smallest_widths_configured('ntk'): one whole search, module built"),
+                         "factstore.mlp.capacity.smallest_widths('ntk'): one whole search, module built"),
     "usability_update": ("hebbian-mlps train_associative_recall: one attention update (GPT, MLP and logits at "
                          "every position)",
                          "factstore.usability.training.train_attention: one run-update (4 runs batched)"),

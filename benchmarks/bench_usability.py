@@ -21,7 +21,7 @@ import torch
 
 from factstore import provenance
 from factstore.device import derived_generator, select_device
-from factstore.experiments.usability import build_mlp
+from factstore.usability.probes import MlpSettings, build_mlp
 from factstore.usability.task import JunkLengths, gaussian_probe_task
 from factstore.usability.training import TrainingSettings, batched_recall, build_runs, train_attention
 
@@ -41,13 +41,13 @@ def measure(size: str, runs: int, updates: int, device: torch.device) -> dict:
     dim, n_facts, width = SIZES[size]
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    params = {"ntk_degree": 2, "gd": {"learning_rate": 0.03, "max_steps": 1, "patience": 1}}  # NTK: gd unused
+    mlp_settings = MlpSettings.from_config({"learning_rate": 0.03, "max_steps": 1, "patience": 1}, degree=2)  # NTK: GD unused
     start = time.perf_counter()
     tasks, pairs = [], []
     for run in range(runs):
         task, facts = gaussian_probe_task(n_facts, dim, 9, LENGTHS, derived_generator(0, "bench-usability", size, run))
         tasks.append((task, facts))
-        pairs.append(tuple(build_mlp("ntk", fact_set, width, derived_generator(side, run), params)[0]
+        pairs.append(tuple(build_mlp("ntk", fact_set, width, derived_generator(side, run), mlp_settings)[0]
                            for side, fact_set in enumerate(facts)))
     build_s = time.perf_counter() - start
     settings = dataclasses.replace(SETTINGS[size], max_steps=updates, eval_every=10**9, restart_after=10**9,

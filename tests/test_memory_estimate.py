@@ -63,7 +63,7 @@ def test_the_estimate_grows_with_the_size(d, factor):
 
 
 def test_facts_for_load_matches_the_assoc_module():
-    from factstore import assoc
+    from factstore.assoc import memory as assoc
 
     for alpha, d in [(0.1, 16), (1.5, 128), (1.5, 1024), (0.02, 32)]:
         assert abs(memory_estimate.facts_for_load(alpha, d) - assoc.facts_for_load(alpha, d)) <= 1

@@ -59,7 +59,7 @@ def test_dvcignore_names_the_temporary_files():
 
 
 def test_a_diverging_training_run_is_one_line_exit_1_and_writes_nothing(tmp_path, capsys, monkeypatch):
-    from factstore import assoc
+    from factstore.assoc import memory as assoc
 
     def poisoned(*args, **kwargs):  # a NaN in the data: the loss is NaN from the first step
         x, y = sample_problem(*args, **kwargs)

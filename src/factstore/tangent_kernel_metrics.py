@@ -92,8 +92,8 @@ def linearised_metrics(metrics: MetricsTable, training_table: pd.DataFrame, lear
                 f"{above_floor.index.tolist()}, the widths the slope is fitted over")
     if len(above_floor) >= 2:
         _width_power_law(metrics, "linearised_error_slope", "linearised_error_r2", above_floor,
-                        "||f_net - f_lin||_F / ||f_lin - f_0||_F vs width, widths above twice the discretisation floor",
-                        training_table)
+                         "||f_net - f_lin||_F / ||f_lin - f_0||_F vs width, widths above twice the discretisation floor",
+                         training_table)
     else:  # nothing to fit: the check reads nan, and the gate linearised_fit_widths says why
         metrics.add("linearised_error_slope", math.nan, "fewer than two widths above twice the discretisation floor")
         metrics.add("linearised_error_r2", math.nan, "no fit")
