@@ -25,6 +25,7 @@ import pandas as pd
 
 from factstore.device import derived_generator
 from factstore.io import read_table
+from factstore.mlp.width_search import SearchSettings
 from factstore.search import bracket_search_smallest_together
 from factstore.usability.probes import (
     MlpSettings, ProbeSetup, build_mlp, run_probes, size_cap, standalone_guess, ustar_for,
@@ -113,7 +114,8 @@ def whitening(params: dict, inputs: dict[str, Path], context) -> dict[str, objec
                              tuple(params["alphas"]), inputs.get("embeddings"))
     mlp, training = MlpSettings.from_config(params["gd"], params["ntk_degree"]), TrainingSettings(**params["training"])
     probes = whitening_probes(family, params["methods"], params["hosts"], params["standalone_target"],
-                              params["mlp_search"], mlp, params["value_fold"], context.device)
+                              SearchSettings.from_config(params["mlp_search"]), mlp, params["value_fold"],
+                              context.device)
     rows = []
     for chunk in batched(probes, params["runs_per_batch"]):
         described, setups = zip(*chunk)

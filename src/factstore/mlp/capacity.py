@@ -10,8 +10,8 @@ How a method's size is searched is the strategy object in the `search` of its en
 methods.METHODS (width_search.py: UnitPrefixSearch for the NTK's one pass over units,
 CodeSizeSearch for the encoder-decoder's code sizes, TrainedSearch for GD's bracketing and
 bisection over trained MLPs, DoublingSearch for any other builder); each answers several targets
-at once. This module is the entry point by method name, with explicit caps (`smallest_widths`) or
-a study's settings (`smallest_widths_configured`).
+at once. This module is the entry point by method name with explicit caps (`smallest_widths`); a
+study's settings go to the strategy's own `smallest_widths` (configured_search.search_method).
 
 Accuracy is always dot-product decoding over ALL values, in row chunks (facts.py), so
 F = 2^14 needs chunk_size x F scores at a time, never F x F.
@@ -25,7 +25,6 @@ from torch import Tensor
 from factstore.facts import DEFAULT_CHUNK_SIZE, FactSet
 from factstore.mlp.methods import get_method
 from factstore.mlp.smallest_width_searches import WidthSearch
-from factstore.mlp.width_search import SearchSettings
 
 
 def smallest_widths(
@@ -64,26 +63,3 @@ def smallest_width(
 ) -> WidthSearch:
     """The smallest size at which `method` stores at least `target` of the facts (see smallest_widths)."""
     return smallest_widths(method, fact_set, [target], generator, low, high, chunk_size, **options)[target]
-
-
-def smallest_widths_configured(
-    method: str, fact_set: FactSet, targets: list[float], generator: torch.Generator, search: dict,
-    protocol=None, degree: int | None = None, value_targets: Tensor | None = None, guess: int | None = None,
-    first_growth: float | None = None, build_modules: bool = True, device: torch.device | str = "cpu",
-) -> dict[float, WidthSearch]:
-    """smallest_widths with a study's configured caps: {target: the smallest size of `method`
-    storing `target` of fact_set}; the method's strategy reads the settings it needs
-    (width_search, `smallest_widths` of each strategy).
-
-    search: {ntk_max_width, gd_max_width, growth, resolution} (a study's search settings,
-    width_search.SearchSettings.from_config); protocol: the gd.Protocol of a trained method;
-    guess / first_growth: where a trained method's bracketing starts and its first step (None:
-    from width 1, doubling); degree: an NTK's Hermite degree; value_targets: what a construction
-    emits per value (default: the method's own); build_modules: also build an NTK module at the
-    width found (or at the cap when a target is not reached; the other strategies always build);
-    device: where a trained method trains."""
-    entry = get_method(method)
-    return entry.search.smallest_widths(
-        entry, fact_set, targets, generator, SearchSettings.from_config(search), protocol=protocol, degree=degree,
-        value_targets=value_targets, guess=guess, first_growth=first_growth, build_modules=build_modules,
-        device=device)

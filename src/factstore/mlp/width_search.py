@@ -150,7 +150,7 @@ class WidthSearchStrategy:
         guess: int | None = None, first_growth: float | None = None, build_modules: bool = True,
         device: torch.device | str = "cpu",
     ) -> dict[float, WidthSearch]:
-        """`search` with a study's settings (see capacity.smallest_widths_configured); a
+        """`search` with a study's settings (see configured_search.search_method); a
         construction reads none of them and ignores the training and NTK arguments."""
         return self.search(method, fact_set, targets, generator, value_targets=value_targets)
 

@@ -18,8 +18,7 @@ from torch import Tensor, nn
 from factstore.device import derived_generator
 from factstore.facts import FactSet
 from factstore.geometry import margin_optimal_targets
-from factstore.mlp.capacity import smallest_widths_configured
-from factstore.mlp.methods import METHODS, get_method
+from factstore.mlp.methods import get_method
 from factstore.mlp.modules import fold_module, module_accuracy
 from factstore.mlp.smallest_width_searches import WidthSearch
 from factstore.mlp.width_search import SearchSettings
@@ -82,10 +81,10 @@ class WhiteningSetting:
     parts: tuple
 
 
-def host_cap(method: str, dim: int, search: dict) -> int:
+def host_cap(method: str, dim: int, search: SearchSettings) -> int:
     """The widest host of `method`: the search's width cap (NTK units, GD hidden units), d for the
     encoder-decoder's code (search: the fact-storing-MLP study's search settings)."""
-    return get_method(method).search.configured_cap(SearchSettings.from_config(search), dim)
+    return get_method(method).search.configured_cap(search, dim)
 
 
 def folded_pair(setting: WhiteningSetting, method: str, size: int, trained: nn.Module | None, mlp: MlpSettings,
@@ -164,7 +163,7 @@ def whitening_settings(family: WhiteningFamily) -> Iterator[tuple]:
 
 
 def whitening_probes(family: WhiteningFamily, methods: list[str], hosts: list[str], standalone_target: float,
-                     search: dict, mlp: MlpSettings, value_fold: str, device) -> Iterator[tuple[dict, ProbeSetup]]:
+                     search: SearchSettings, mlp: MlpSettings, value_fold: str, device) -> Iterator[tuple[dict, ProbeSetup]]:
     """(row, ProbeSetup) of every (alpha, seed, method, host) of the family, built lazily (alpha
     within seed, then method, then host). Per (alpha, seed, method): the smallest size storing
     standalone_target of f1 on the whitened table (search: the fact-storing-MLP study's search
@@ -176,9 +175,10 @@ def whitening_probes(family: WhiteningFamily, methods: list[str], hosts: list[st
         for method in methods:
             parts = (family.seed, "usability-whitening", kind, method, alpha, replicate)
             setting = WhiteningSetting(task, originals, whitened, transforms, ustar, parts)
-            found = smallest_widths_configured(
-                method, whitened[0], [target], derived_generator(*parts), search, protocol=mlp.protocol,
-                degree=mlp.degree, value_targets=METHODS[method].value_targets(whitened[0], ustar), device=device,
+            entry = get_method(method)
+            found = entry.search.smallest_widths(
+                entry, whitened[0], [target], derived_generator(*parts), search, protocol=mlp.protocol,
+                degree=mlp.degree, value_targets=entry.value_targets(whitened[0], ustar), device=device,
             )[target]
             size = found.width if found.width is not None else max(found.evaluations)
             cap = max(size, host_cap(method, dim, search))
